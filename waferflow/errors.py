@@ -1,0 +1,38 @@
+"""User-facing errors. The CLI prints ``WaferflowError``s as one message (exit 2);
+anything else is a bug and keeps its traceback."""
+
+from __future__ import annotations
+
+
+class WaferflowError(Exception):
+    """A problem with the user's input: the message names the cause and what to do."""
+
+
+class ParseError(WaferflowError):
+    """Malformed IR text, reported with line and column."""
+
+    def __init__(self, message: str, line: int, col: int, source: str = "<text>") -> None:
+        self.line = line
+        self.col = col
+        self.source = source
+        super().__init__(f"{source}:{line}:{col}: {message}")
+
+
+class VerificationError(WaferflowError):
+    """A graph (or plan) breaks an IR invariant."""
+
+
+class ConfigError(WaferflowError):
+    """A malformed TOML file or option; the message names the field."""
+
+
+class TraceError(WaferflowError):
+    """A model that could not be traced."""
+
+
+class PassError(WaferflowError):
+    """An unknown pass or option, or a pass that failed."""
+
+
+class PlanError(WaferflowError):
+    """A parallel plan that is invalid or does not fit the wafer."""

@@ -1,0 +1,1 @@
+"""waferflow.passes"""
