@@ -1,7 +1,7 @@
 """The shared vocabulary: graph IR, tensor types, op kinds, the wafer target, the plan."""
 
 from waferflow.ir.dtypes import DType, TensorType
-from waferflow.ir.graph import AttrValue, Attrs, Cost, Graph, Op, Phase, Provenance, Value
+from waferflow.ir.graph import Attrs, AttrValue, Cost, Graph, Op, Phase, Provenance, Value
 from waferflow.ir.opkind import OpKind
 from waferflow.ir.printer import print_graph
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import math
 
-from waferflow.ir.graph import AttrValue, Attrs, Cost, Graph, Op, Provenance
+from waferflow.ir.graph import Attrs, AttrValue, Cost, Graph, Op, Provenance
 from waferflow.ir.opkind import SOURCES
 
 
