@@ -2,42 +2,41 @@
 
 Units are SI throughout: seconds, bytes, bytes/s, FLOP/s, Hz. Cores are numbered
 row-major, ``core = row * cols + col``; coordinates are ``(row, col)``.
+
+A ``Wafer`` is O(1) in memory whatever its size (a 750k-core WSE grid costs the same
+as a 4 x 4 mesh): only faults are stored per core, and neighbours and links are
+computed on demand. Every field is validated on construction (``ConfigError`` naming
+the field by its TOML path, see ``toml_io``).
+
+Topologies: ``mesh`` links each core to its 4 neighbours inside the grid; ``torus``
+adds wrap-around links (a dimension of size 2 has one link between its two cores, not
+two; a dimension of size 1 has none); ``crossbar`` links every ordered pair of cores.
+
+Faults: a dead core has no links; a dead link is undirected (both directions fail).
+In a coarse view (``coarsen``), a node whose fine cores are only partly dead keeps
+the alive fraction of its compute, SRAM and SRAM bandwidth (``partial_cores``,
+``capacity``); see ``coarsen.py``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from enum import Enum
+from functools import cached_property
 
 from waferflow.ir.dtypes import DType
+from waferflow.ir.target import coarsen as _coarsen
+from waferflow.ir.target import describe as _describe
+from waferflow.ir.target.parts import Coord, FlowControl, Link, LinkSpec, Topology
+from waferflow.ir.target.validate import normalize_and_validate
 
-Coord = tuple[int, int]
+__all__ = ["Coord", "FlowControl", "Link", "LinkSpec", "Topology", "Wafer"]
 
-
-class Topology(Enum):
-    MESH = "mesh"  # 2D mesh, links to the 4 neighbours
-    TORUS = "torus"  # 2D mesh with wrap-around links
-    CROSSBAR = "crossbar"  # a dedicated link between every ordered pair (the seed machine)
-
-
-@dataclass(frozen=True, slots=True)
-class LinkSpec:
-    """One direction of one link."""
-
-    bandwidth: float  # bytes/s
-    latency: float  # seconds per hop
-
-
-@dataclass(frozen=True, slots=True)
-class FlowControl:
-    """Packetisation and the seed machine's req/ack handshake (optional)."""
-
-    packet_bytes: int = 128  # payload bytes per packet
-    header_packets: int = 0  # extra packets per message (the seed sends a header)
-    buffers_per_core: int = 0  # 0 = unbounded input buffers
-    handshake: bool = False  # req / ack before data, as in AMCoDA
-    retry_cycles: int = 5  # req resent after this many cycles without ack
-    max_streams: int = 0  # concurrent in / out streams per core (memory ports); 0 = unlimited
+# Which listed rate stands in for a dtype the wafer does not list (see Wafer.peak).
+_FALLBACK: dict[DType, tuple[DType, ...]] = {
+    DType.BF16: (DType.BF16, DType.F16, DType.F32),
+    DType.F16: (DType.F16, DType.BF16, DType.F32),
+}
 
 
 @dataclass(frozen=True)
@@ -59,6 +58,14 @@ class Wafer:
     flow: FlowControl | None = None
     coarsen_factor: int = 1  # k when this is a k x k coarse view of a finer wafer
     source: str = ""  # where the figures come from
+    # coarse views only: nodes with some dead fine cores, as ((row, col), alive fine cores),
+    # 1 <= alive < coarsen_factor**2; such a node has that fraction of the nominal capacity
+    partial_cores: tuple[tuple[Coord, int], ...] = ()
+
+    def __post_init__(self) -> None:
+        # Also normalises: peak_flops sorted by dtype, dead_links as (min, max) pairs,
+        # numbers as floats, a topology given as a string as the enum.
+        normalize_and_validate(self)
 
     # --- numbering -------------------------------------------------------------------
     @property
@@ -70,3 +77,223 @@ class Wafer:
 
     def coord(self, core: int) -> Coord:
         return divmod(core, self.cols)
+
+    def in_grid(self, coord: Coord) -> bool:
+        return 0 <= coord[0] < self.rows and 0 <= coord[1] < self.cols
+
+    def _check(self, coord: Coord) -> None:
+        if not self.in_grid(coord):
+            raise ValueError(f"core {coord} is outside the {self.rows} x {self.cols} grid of {self.name}")
+
+    # --- dies ------------------------------------------------------------------------
+    @property
+    def die_shape(self) -> tuple[int, int]:
+        """Cores per die, (rows, cols)."""
+        return (self.rows // self.die_rows, self.cols // self.die_cols)
+
+    @property
+    def num_dies(self) -> int:
+        return self.die_rows * self.die_cols
+
+    def die_of(self, coord: Coord) -> tuple[int, int]:
+        """The (die_row, die_col) of the die holding ``coord``."""
+        self._check(coord)
+        h, w = self.die_shape
+        return (coord[0] // h, coord[1] // w)
+
+    # --- faults and capacity ---------------------------------------------------------
+    def is_dead(self, coord: Coord) -> bool:
+        return coord in self.dead_cores
+
+    @property
+    def num_alive(self) -> int:
+        return self.num_cores - len(self.dead_cores)
+
+    def alive_cores(self) -> list[int]:
+        """Ids of the cores that are not dead, ascending."""
+        if not self.dead_cores:
+            return list(range(self.num_cores))
+        dead = {self.core_id(c) for c in self.dead_cores}
+        return [i for i in range(self.num_cores) if i not in dead]
+
+    @cached_property
+    def _partial(self) -> dict[Coord, int]:
+        return dict(self.partial_cores)
+
+    def capacity(self, coord: Coord) -> float:
+        """Fraction of the nominal per-core compute / SRAM at ``coord``: 0 when dead,
+        alive/k**2 for a partly dead node of a k x k coarse view, else 1."""
+        if coord in self.dead_cores:
+            return 0.0
+        alive = self._partial.get(coord)
+        return 1.0 if alive is None else alive / self.coarsen_factor**2
+
+    @property
+    def effective_cores(self) -> float:
+        """Alive cores, partly dead coarse nodes counted by their alive fraction."""
+        full = self.coarsen_factor**2
+        partial = sum(n for _, n in self.partial_cores)
+        return self.num_alive - len(self.partial_cores) + partial / full
+
+    # --- compute and memory ----------------------------------------------------------
+    def peak(self, dtype: DType) -> float:
+        """Peak FLOP/s of one (healthy) core for ``dtype``.
+
+        When the wafer lists no rate for ``dtype``: bf16 uses the f16 rate and f16 the
+        bf16 rate (same width, same datapath on every machine we model); then any dtype
+        uses the f32 rate; with no f32 listed either, the slowest listed rate
+        (conservative). E.g. ``peak(BF16)`` on a wafer listing only f32 is the f32 rate.
+        """
+        rates = dict(self.peak_flops)
+        for d in _FALLBACK.get(dtype, (dtype, DType.F32)):
+            if d in rates:
+                return rates[d]
+        return min(rates.values())
+
+    def core_peak(self, coord: Coord, dtype: DType) -> float:
+        """Peak FLOP/s of the core at ``coord`` (scaled by ``capacity``)."""
+        return self.peak(dtype) * self.capacity(coord)
+
+    def core_sram_bytes(self, coord: Coord) -> int:
+        if coord in self.dead_cores:
+            return 0
+        alive = self._partial.get(coord)
+        return self.sram_bytes if alive is None else self.sram_bytes * alive // self.coarsen_factor**2
+
+    def core_sram_bandwidth(self, coord: Coord) -> float:
+        return self.sram_bandwidth * self.capacity(coord)
+
+    def total_peak_flops(self, dtype: DType) -> float:
+        return self.peak(dtype) * self.effective_cores
+
+    def total_sram(self) -> int:
+        """Bytes of SRAM over all alive cores."""
+        healthy = self.num_alive - len(self.partial_cores)
+        full = self.coarsen_factor**2
+        return self.sram_bytes * healthy + sum(self.sram_bytes * n // full for _, n in self.partial_cores)
+
+    # --- topology --------------------------------------------------------------------
+    def is_adjacent(self, a: Coord, b: Coord) -> bool:
+        """Whether the topology has a link between ``a`` and ``b`` (faults ignored)."""
+        if a == b or not (self.in_grid(a) and self.in_grid(b)):
+            return False
+        if self.topology is Topology.CROSSBAR:
+            return True
+        dr, dc = b[0] - a[0], b[1] - a[1]
+        if self.topology is Topology.MESH:
+            return abs(dr) + abs(dc) == 1
+        dr, dc = dr % self.rows, dc % self.cols  # torus: distances around the ring
+        return (dc == 0 and dr in (1, self.rows - 1)) or (dr == 0 and dc in (1, self.cols - 1))
+
+    def neighbors(self, coord: Coord) -> list[Coord]:
+        """Cores linked to ``coord`` by the topology, faults ignored (use ``has_link``
+        to skip dead cores and links). Order: up, down, left, right; for a crossbar,
+        every other core in row-major order."""
+        self._check(coord)
+        r, c = coord
+        if self.topology is Topology.CROSSBAR:
+            return [divmod(i, self.cols) for i in range(self.num_cores) if i != r * self.cols + c]
+        if self.topology is Topology.MESH:
+            cand = [(r - 1, c), (r + 1, c), (r, c - 1), (r, c + 1)]
+            return [x for x in cand if self.in_grid(x)]
+        cand = [
+            ((r - 1) % self.rows, c),
+            ((r + 1) % self.rows, c),
+            (r, (c - 1) % self.cols),
+            (r, (c + 1) % self.cols),
+        ]
+        out: list[Coord] = []
+        for x in cand:
+            if x != coord and x not in out:
+                out.append(x)
+        return out
+
+    def is_d2d(self, a: Coord, b: Coord) -> bool:
+        """Whether ``a`` and ``b`` lie in different dies."""
+        return self.die_of(a) != self.die_of(b)
+
+    def link_spec(self, a: Coord, b: Coord) -> LinkSpec:
+        """Spec of the link a -> b: the die-to-die spec when they lie in different dies
+        and the wafer has one, else the on-die spec. Faults are not checked (see
+        ``has_link``); a pair the topology does not link is a ValueError."""
+        if not self.is_adjacent(a, b):
+            raise ValueError(f"{self.name}: no link between {a} and {b} in a {self.topology.value}")
+        if self.d2d_link is not None and self.is_d2d(a, b):
+            return self.d2d_link
+        return self.link
+
+    def has_link(self, a: Coord, b: Coord) -> bool:
+        """Whether a usable link a -> b exists: adjacent, both cores alive, link not dead."""
+        return (
+            self.is_adjacent(a, b)
+            and a not in self.dead_cores
+            and b not in self.dead_cores
+            and (min(a, b), max(a, b)) not in self.dead_links
+        )
+
+    def links(self) -> Iterator[Link]:
+        """Every usable directed link, by source in row-major order then by neighbour
+        order; dead links and links touching dead cores are left out. Lazy."""
+        dead, dead_links = self.dead_cores, self.dead_links
+        d2d_spec = self.d2d_link or self.link
+        h, w = self.die_shape
+        for i in range(self.num_cores):
+            src = divmod(i, self.cols)
+            if src in dead:
+                continue
+            src_die = (src[0] // h, src[1] // w)
+            for dst in self.neighbors(src):
+                if dst in dead or (dead_links and (min(src, dst), max(src, dst)) in dead_links):
+                    continue
+                d2d = (dst[0] // h, dst[1] // w) != src_die
+                yield Link(src, dst, d2d_spec if d2d else self.link, d2d)
+
+    def num_links(self) -> int:
+        """``len(list(self.links()))`` in O(faults) time."""
+        n = self.num_alive
+        if self.topology is Topology.CROSSBAR:
+            undirected = n * (n - 1) // 2
+        else:
+            undirected = self._healthy_undirected_links()
+            touching: set[tuple[Coord, Coord]] = set()
+            for d in self.dead_cores:
+                for x in self.neighbors(d):
+                    touching.add((min(d, x), max(d, x)))
+            undirected -= len(touching)
+        for a, b in self.dead_links:
+            if a not in self.dead_cores and b not in self.dead_cores:
+                undirected -= 1
+        return 2 * undirected
+
+    def _healthy_undirected_links(self) -> int:
+        if self.topology is Topology.MESH:
+            return self.rows * (self.cols - 1) + self.cols * (self.rows - 1)
+
+        def ring(n: int) -> int:  # distinct neighbour pairs on a ring of n
+            return n if n >= 3 else n - 1
+
+        return self.rows * ring(self.cols) + self.cols * ring(self.rows)
+
+    # --- views -----------------------------------------------------------------------
+    def coarsen(self, k: int) -> Wafer:
+        """A k x k coarse view: each block of k x k cores becomes one node (see
+        ``coarsen.py`` for how compute, links, dies and faults scale)."""
+        return _coarsen.coarsen(self, k)
+
+    def with_dead_cores(self, fraction: float, seed: int) -> Wafer:
+        """This wafer with ``round(fraction * num_cores)`` dead cores in total (existing
+        dead cores stay dead; more are drawn uniformly from the alive ones with
+        ``random.Random(seed)``). Deterministic; never kills every core."""
+        return _coarsen.with_dead_cores(self, fraction, seed)
+
+    # --- reports ---------------------------------------------------------------------
+    def describe(self) -> str:
+        """A multi-line human-readable listing of every figure of the wafer."""
+        return _describe.describe(self)
+
+    def summary_row(self) -> tuple[str, ...]:
+        """Key figures for a table whose header is ``SUMMARY_HEADER``."""
+        return _describe.summary_row(self)
+
+
+SUMMARY_HEADER: tuple[str, ...] = _describe.SUMMARY_HEADER

@@ -1,0 +1,33 @@
+"""Options of a simulation (the wafer itself is passed separately)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from waferflow.backend_sim.costs import ComputeModel, roofline_ps
+from waferflow.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """``packet_bytes`` overrides the wafer's packet size (``flow.packet_bytes``, or
+    ``DEFAULT_PACKET_BYTES`` without flow control). ``route_order`` is the
+    dimension order of default routes. ``compute`` gives each actor's duration in
+    picoseconds (roofline by default)."""
+
+    packet_bytes: int | None = None
+    route_order: str = "xy"
+    compute: ComputeModel = roofline_ps
+    verify: bool = True  # verify the plan against the wafer first
+
+    def __post_init__(self) -> None:
+        if self.packet_bytes is not None and (
+            not isinstance(self.packet_bytes, int) or self.packet_bytes <= 0
+        ):
+            raise ConfigError(
+                f"SimConfig.packet_bytes must be a positive int, got {self.packet_bytes!r}"
+            )
+        if self.route_order not in ("xy", "yx"):
+            raise ConfigError(
+                f"SimConfig.route_order must be 'xy' or 'yx', got {self.route_order!r}"
+            )

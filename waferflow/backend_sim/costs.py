@@ -1,0 +1,141 @@
+"""Cost functions shared by the event simulator and the analytical estimator.
+
+Time is an integer number of picoseconds everywhere inside the simulator, so that
+sums are exact and the closed forms below are integer equalities. Durations derived
+from a rate are rounded up (``ceil(amount / rate)``) with exact rational arithmetic
+on the float rate; latencies given in seconds are rounded to the nearest picosecond.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from fractions import Fraction
+
+from waferflow.errors import ConfigError
+from waferflow.ir.dtypes import DType
+from waferflow.ir.plan import Actor
+from waferflow.ir.target.wafer import Wafer
+
+PS_PER_S = 10**12
+DEFAULT_PACKET_BYTES = 4096  # packet size when the wafer has no flow control
+
+# A compute model maps an actor on a wafer to its duration in picoseconds.
+ComputeModel = Callable[[Actor, Wafer], int]
+
+
+def seconds_to_ps(seconds: float) -> int:
+    """A latency or period in seconds, to the nearest picosecond."""
+    return round(seconds * PS_PER_S)
+
+
+def ps_to_seconds(ps: int) -> float:
+    return ps / PS_PER_S
+
+
+def duration_ps(amount: int, rate: float) -> int:
+    """``ceil(amount / rate)`` seconds in picoseconds, exactly (rate > 0 per second)."""
+    if amount <= 0:
+        return 0
+    if not rate > 0 or math.isinf(rate):
+        raise ConfigError(f"rate must be a positive finite number, got {rate!r}")
+    if float(rate).is_integer():
+        return -(-amount * PS_PER_S // int(rate))
+    fr = Fraction(rate)
+    return -(-amount * PS_PER_S * fr.denominator // fr.numerator)
+
+
+def peak_flops(wafer: Wafer, dtype: DType, core: int | None = None) -> float:
+    """Peak FLOP/s for ``dtype`` of one healthy core (``Wafer.peak``: a dtype the
+    wafer does not list falls back to a related rate), or of ``core`` when given
+    (scaled by its capacity: a partly dead node of a coarse view is slower)."""
+    if not wafer.peak_flops:
+        raise ConfigError(f"wafer {wafer.name!r}: peak_flops is empty; give at least f32")
+    if core is None:
+        return wafer.peak(dtype)
+    return wafer.core_peak(divmod(core, wafer.cols), dtype)
+
+
+def roofline_ps(actor: Actor, wafer: Wafer) -> int:
+    """Roofline on the actor's core: ``max(flops / peak(dtype),
+    (bytes_read + bytes_written) / sram_bandwidth)``, rounded up to a picosecond."""
+    coord = divmod(actor.core, wafer.cols)
+    t_flops = 0
+    if actor.flops:
+        t_flops = duration_ps(actor.flops, wafer.core_peak(coord, actor.dtype))
+    nbytes = actor.bytes_read + actor.bytes_written
+    t_mem = duration_ps(nbytes, wafer.core_sram_bandwidth(coord)) if nbytes else 0
+    return max(t_flops, t_mem)
+
+
+def ideal_compute_ps(actor: Actor, wafer: Wafer) -> int:
+    """FLOPs at the core's peak only: the numerator of the FLOP utilisation."""
+    if not actor.flops:
+        return 0
+    return duration_ps(actor.flops, peak_flops(wafer, actor.dtype, actor.core))
+
+
+def packetize(nbytes: int, packet_bytes: int, header_packets: int = 0) -> tuple[int, int, int]:
+    """``(n, full, last)``: a message travels as ``n`` packets, all of ``full`` bytes
+    except the last, of ``last`` bytes. Header packets (full size) go first. An empty
+    message without header still travels as one empty packet (it carries the
+    dependency)."""
+    payload = -(-nbytes // packet_bytes) if nbytes > 0 else 0
+    n = header_packets + payload
+    if n == 0:
+        return 1, 0, 0
+    last = nbytes - (payload - 1) * packet_bytes if payload else packet_bytes
+    return n, packet_bytes, last
+
+
+def transit_ps(
+    lat: Sequence[int], ser_full: Sequence[int], ser_last: Sequence[int], n: int
+) -> int:
+    """Closed form of an uncontended message's transit time (first bit injected to
+    last packet delivered), store-and-forward per packet, pipelined over the hops.
+
+    Hop ``j`` has latency ``L_j``, and serialises a full packet in ``f_j`` and the
+    last packet in ``g_j``. With ``n`` packets over ``h`` hops:
+
+    * ``n == 1``: ``sum_j (g_j + L_j)``;
+    * ``n >= 2``: ``sum_j L_j + max_c [ sum_{j<=c} f_j + (n-2) max_{j<=c} f_j
+      + sum_{j>=c} g_j ]``.
+
+    (The longest path through the packet x hop grid; see docs/simulator.md.)
+    """
+    h = len(lat)
+    if h == 0:
+        return 0
+    total = sum(lat)
+    if n == 1:
+        return total + sum(ser_last)
+    suffix = [0] * (h + 1)
+    for j in range(h - 1, -1, -1):
+        suffix[j] = suffix[j + 1] + ser_last[j]
+    best = 0
+    prefix = 0
+    fmax = 0
+    for c in range(h):
+        f = ser_full[c]
+        prefix += f
+        if f > fmax:
+            fmax = f
+        v = prefix + (n - 2) * fmax + suffix[c]
+        if v > best:
+            best = v
+    return total + best
+
+
+__all__ = [
+    "DEFAULT_PACKET_BYTES",
+    "PS_PER_S",
+    "ComputeModel",
+    "duration_ps",
+    "ideal_compute_ps",
+    "packetize",
+    "peak_flops",
+    "ps_to_seconds",
+    "roofline_ps",
+    "seconds_to_ps",
+    "transit_ps",
+]

@@ -1,0 +1,313 @@
+"""The discrete-event engine: one heap of ``(time_ps, seq, kind, a, b, c)`` events.
+
+``seq`` is owned by the engine and increases with every push, so events at the same
+time run in the order they were scheduled: the run is deterministic.
+
+Network model (closed form in ``costs.transit_ps``, derivation in docs/simulator.md):
+a message is cut into packets; each directed link serves one packet at a time in
+arrival order (FIFO, ties by ``seq``), for ``packet / bandwidth``; the packet then
+takes the link's latency to reach the next core, which forwards it once it has
+arrived whole (store-and-forward per packet, pipelined across hops). A packet
+reserves its next link (``start = max(now, link free)``) in the event of its arrival
+at the core before it; events run in time order, so reservations are FIFO. That is
+one event per packet per hop, and none for the final hop of any packet but the last:
+the destination only cares when the whole message is there.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from heapq import heappop, heappush
+
+from waferflow.backend_sim.network import Prepared
+from waferflow.errors import PlanError
+
+# event kinds
+_END = 0  # actor a finished
+_PKT = 1  # packet b of message a arrived at the core after hop c
+_ARRIVE = 2  # message a fully delivered
+_REQ = 3  # req of message a reached its destination
+_DATA = 4  # message a may start sending data
+
+# why an actor started when it did (the last condition to be met)
+CAUSE_NONE = 0  # at time zero
+CAUSE_ACTOR = 1  # the previous actor on the core finished (id = that actor)
+CAUSE_MESSAGE = 2  # an input message arrived (id = the message)
+CAUSE_BUFFER = 3  # an output buffer was freed by a delivery (id = the message)
+
+
+@dataclass(slots=True)
+class RawRun:
+    """What the engine records (ps; indexed by actor / message id)."""
+
+    start: list[int]
+    end: list[int]
+    cause_kind: list[int]
+    cause_id: list[int]
+    inject: list[int]  # the producer finished
+    data_start: list[int]  # data began to flow (after handshake / stream slots)
+    arrive: list[int]
+    occ_start: list[list[int]]  # per message, per hop: first packet starts on the link
+    occ_end: list[list[int]]  # per message, per hop: last packet leaves the link
+    events: int
+
+
+def run(p: Prepared) -> RawRun:
+    n_act = len(p.dur)
+    n_msg = len(p.msg_src)
+    n_core = len(p.cores)
+    fl = p.flow
+    nbuf = fl.buffers_per_core
+    max_st = fl.max_streams
+    handshake = fl.handshake
+    retry = fl.retry_ps
+    streams = max_st > 0
+
+    dur = p.dur
+    actor_ci = p.actor_ci
+    order = p.order
+    out_msgs = p.out_msgs
+    msg_src = p.msg_src
+    msg_dst = p.msg_dst
+    msg_local = p.msg_local
+
+    start = [-1] * n_act
+    end = [-1] * n_act
+    cause_kind = [CAUSE_NONE] * n_act
+    cause_id = [-1] * n_act
+    inject = [-1] * n_msg
+    data_start = [-1] * n_msg
+    arrive = [-1] * n_msg
+
+    pending = [0] * n_act  # input messages not yet arrived
+    for d in msg_dst:
+        pending[d] += 1
+    rem_out = [0] * n_act  # remote output messages not yet delivered
+    for m in range(n_msg):
+        if not msg_local[m]:
+            rem_out[msg_src[m]] += 1
+    needs_buf = [nbuf > 0 and r > 0 for r in rem_out]
+    bufs_free = [nbuf] * n_core
+    running = [False] * n_core
+    ptr = [0] * n_core
+
+    # per message: (links, lat, ser_full, ser_last, last packet index, hops, occ_s, occ_e)
+    occ_start: list[list[int]] = []
+    occ_end: list[list[int]] = []
+    rec: list[tuple] = []
+    for m in range(n_msg):
+        links = p.msg_links[m]
+        h = len(links)
+        os_ = [0] * h
+        oe = [0] * h
+        occ_start.append(os_)
+        occ_end.append(oe)
+        rec.append(
+            (links, p.msg_lat[m], p.msg_ser_full[m], p.msg_ser_last[m], p.msg_npk[m] - 1, h, os_, oe)
+        )
+    sum_lat = [sum(r[1]) for r in rec]
+    msg_src_ci = [actor_ci[msg_src[m]] for m in range(n_msg)]
+    msg_dst_ci = [actor_ci[msg_dst[m]] for m in range(n_msg)]
+    req_at = [0] * n_msg  # when the first req reached the destination
+    out_used = [0] * n_core
+    in_used = [0] * n_core
+    out_wait: list[deque[int]] = [deque() for _ in range(n_core)]
+    in_wait: list[deque[int]] = [deque() for _ in range(n_core)]
+
+    free = [0] * p.n_links  # when each link finishes its last reserved packet
+    heap: list[tuple] = []
+    push = heappush
+    pop = heappop
+    seq = 0
+    ended = 0
+
+    def try_start(ci: int, t: int, ck: int, cid: int) -> None:
+        nonlocal seq
+        if running[ci]:
+            return
+        i = ptr[ci]
+        oc = order[ci]
+        if i >= len(oc):
+            return
+        a = oc[i]
+        if pending[a]:
+            return
+        if needs_buf[a]:
+            if bufs_free[ci] == 0:
+                return
+            bufs_free[ci] -= 1
+        running[ci] = True
+        ptr[ci] = i + 1
+        start[a] = t
+        cause_kind[a] = ck
+        cause_id[a] = cid
+        push(heap, (t + dur[a], seq, _END, a, 0, 0))
+        seq += 1
+
+    def grant(m: int, t: int) -> None:
+        """The destination accepts message m at t (the ack then travels back)."""
+        nonlocal seq
+        ts = t + sum_lat[m] if handshake else t
+        data_start[m] = ts
+        push(heap, (ts, seq, _DATA, m, 0, 0))
+        seq += 1
+
+    def request_in(m: int, t: int) -> None:
+        """Message m asks its destination for an incoming stream at t."""
+        if streams:
+            d = msg_dst_ci[m]
+            if in_used[d] >= max_st:
+                in_wait[d].append(m)
+                return
+            in_used[d] += 1
+        grant(m, t)
+
+    def go_out(m: int, t: int) -> None:
+        """Message m holds an outgoing stream from t: send req (or ask directly)."""
+        nonlocal seq
+        if handshake:
+            ta = t + sum_lat[m]
+            req_at[m] = ta
+            push(heap, (ta, seq, _REQ, m, 0, 0))
+            seq += 1
+        else:
+            request_in(m, t)
+
+    for ci in range(n_core):
+        try_start(ci, 0, CAUSE_NONE, -1)
+
+    events = 0
+    while heap:
+        ev = pop(heap)
+        events += 1
+        kind = ev[2]
+        if kind == _PKT:
+            # packet k of message m reached the core after hop `hop`: take the next link
+            t = ev[0]
+            m = ev[3]
+            k = ev[4]
+            hop = ev[5]
+            links, lat, sf, sl, lastk, h, os_, oe = rec[m]
+            li = links[hop]
+            f = free[li]
+            st = t if t > f else f
+            if k == lastk:
+                e = st + sl[hop]
+                free[li] = e
+                oe[hop] = e
+                if k == 0:
+                    os_[hop] = st
+                hop += 1
+                push(heap, (e + lat[hop - 1], seq, _PKT if hop < h else _ARRIVE, m, k, hop))
+                seq += 1
+            else:
+                e = st + sf[hop]
+                free[li] = e
+                if k == 0:
+                    os_[hop] = st
+                hop += 1
+                if hop < h:
+                    push(heap, (e + lat[hop - 1], seq, _PKT, m, k, hop))
+                    seq += 1
+        elif kind == _DATA:
+            # all packets are at the source: queue them on the first link
+            t = ev[0]
+            m = ev[3]
+            links, lat, sf, sl, lastk, h, os_, oe = rec[m]
+            li = links[0]
+            f = free[li]
+            st = t if t > f else f
+            os_[0] = st
+            l0 = lat[0]
+            if h > 1:
+                s = sf[0]
+                for k in range(lastk):
+                    st += s
+                    push(heap, (st + l0, seq, _PKT, m, k, 1))
+                    seq += 1
+                e = st + sl[0]
+                push(heap, (e + l0, seq, _PKT, m, lastk, 1))
+            else:
+                e = st + lastk * sf[0] + sl[0]
+                push(heap, (e + l0, seq, _ARRIVE, m, lastk, 1))
+            seq += 1
+            free[li] = e
+            oe[0] = e
+        elif kind == _END:
+            t = ev[0]
+            a = ev[3]
+            end[a] = t
+            ended += 1
+            ci = actor_ci[a]
+            running[ci] = False
+            for m in out_msgs[a]:
+                inject[m] = t
+                if msg_local[m]:
+                    data_start[m] = t
+                    arrive[m] = t
+                    pending[msg_dst[m]] -= 1
+                elif streams:
+                    s_ci = msg_src_ci[m]
+                    if out_used[s_ci] >= max_st:
+                        out_wait[s_ci].append(m)
+                    else:
+                        out_used[s_ci] += 1
+                        go_out(m, t)
+                else:
+                    go_out(m, t)
+            try_start(ci, t, CAUSE_ACTOR, a)
+        elif kind == _ARRIVE:
+            t = ev[0]
+            m = ev[3]
+            arrive[m] = t
+            d = msg_dst[m]
+            pending[d] -= 1
+            if streams:
+                s_ci = msg_src_ci[m]
+                out_used[s_ci] -= 1
+                if out_wait[s_ci]:
+                    out_used[s_ci] += 1
+                    go_out(out_wait[s_ci].popleft(), t)
+                d_ci = msg_dst_ci[m]
+                in_used[d_ci] -= 1
+                if in_wait[d_ci]:
+                    in_used[d_ci] += 1
+                    m2 = in_wait[d_ci].popleft()
+                    if handshake and retry > 0:
+                        # the waiting producer resends req every `retry`; the next one wins
+                        r0 = req_at[m2]
+                        tg = r0 + -(-(t - r0) // retry) * retry
+                    else:
+                        tg = t
+                    grant(m2, tg)
+            src = msg_src[m]
+            rem_out[src] -= 1
+            if rem_out[src] == 0 and needs_buf[src]:
+                s_ci = msg_src_ci[m]
+                bufs_free[s_ci] += 1
+                try_start(s_ci, t, CAUSE_BUFFER, m)
+            if pending[d] == 0:
+                try_start(msg_dst_ci[m], t, CAUSE_MESSAGE, m)
+        else:  # _REQ
+            m = ev[3]
+            request_in(m, ev[0])
+
+    if ended < n_act:
+        stuck = [a for a in range(n_act) if end[a] < 0][:5]
+        raise PlanError(
+            f"simulation stopped with {n_act - ended} actor(s) never run (e.g. {stuck}); "
+            "the plan deadlocks"
+        )
+    return RawRun(
+        start=start,
+        end=end,
+        cause_kind=cause_kind,
+        cause_id=cause_id,
+        inject=inject,
+        data_start=data_start,
+        arrive=arrive,
+        occ_start=occ_start,
+        occ_end=occ_end,
+        events=events,
+    )

@@ -1,0 +1,242 @@
+"""Turn a plan on a wafer into flat arrays: routes, links, per-hop timings, durations.
+
+Both the event simulator and the analytical estimator start from ``prepare()``, so
+they share routes, packetisation and every cost figure. Cores that run actors are
+renumbered densely (``ci``, the local core index) so that per-core arrays stay small
+on big wafers; links are numbered in the order messages first use them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from waferflow.backend_sim.config import SimConfig
+from waferflow.backend_sim.costs import (
+    DEFAULT_PACKET_BYTES,
+    duration_ps,
+    packetize,
+    seconds_to_ps,
+)
+from waferflow.errors import PlanError
+from waferflow.ir.plan import Plan, verify_plan
+from waferflow.ir.target.wafer import Coord, LinkSpec, Wafer
+from waferflow.mapper.routing import adjacent, link_is_dead, route
+
+
+def die_of(wafer: Wafer, coord: Coord) -> tuple[int, int]:
+    """The die holding ``coord`` (dies cut the grid into die_rows x die_cols parts)."""
+    return (coord[0] * wafer.die_rows // wafer.rows, coord[1] * wafer.die_cols // wafer.cols)
+
+
+def crosses_die(wafer: Wafer, a: Coord, b: Coord) -> bool:
+    if wafer.die_rows == 1 and wafer.die_cols == 1:
+        return False
+    return die_of(wafer, a) != die_of(wafer, b)
+
+
+def link_spec(wafer: Wafer, a: Coord, b: Coord) -> LinkSpec:
+    """The spec of the link from ``a`` to ``b``: die-to-die figures across a die edge."""
+    if wafer.d2d_link is not None and crosses_die(wafer, a, b):
+        return wafer.d2d_link
+    return wafer.link
+
+
+@dataclass(frozen=True, slots=True)
+class FlowParams:
+    packet_bytes: int
+    header_packets: int
+    buffers_per_core: int  # output buffers per core; 0 = unbounded
+    max_streams: int  # concurrent outgoing / incoming messages per core; 0 = unlimited
+    handshake: bool
+    retry_ps: int  # period at which an unanswered req is resent
+
+
+def flow_params(wafer: Wafer, config: SimConfig) -> FlowParams:
+    fl = wafer.flow
+    if fl is None:
+        pb = config.packet_bytes or DEFAULT_PACKET_BYTES
+        return FlowParams(pb, 0, 0, 0, False, 0)
+    pb = config.packet_bytes or fl.packet_bytes
+    if pb <= 0:
+        raise PlanError(f"wafer {wafer.name!r}: flow.packet_bytes must be positive, got {pb}")
+    retry = duration_ps(fl.retry_cycles, wafer.clock_hz) if fl.retry_cycles > 0 else 0
+    return FlowParams(
+        pb, fl.header_packets, fl.buffers_per_core, fl.max_streams, fl.handshake, retry
+    )
+
+
+@dataclass(slots=True)
+class Prepared:
+    """Flat, index-addressed description of one simulation (all times in ps)."""
+
+    cores: tuple[int, ...]  # global core id of each local core index
+    actor_ci: list[int]
+    dur: list[int]
+    order: list[list[int]]  # per local core: actor ids in execution order
+    out_msgs: list[tuple[int, ...]]  # per actor: outgoing message ids, ascending
+    msg_src: list[int]
+    msg_dst: list[int]
+    msg_local: list[bool]
+    msg_links: list[tuple[int, ...]]  # per message: link index per hop (() if local)
+    msg_lat: list[tuple[int, ...]]
+    msg_ser_full: list[tuple[int, ...]]
+    msg_ser_last: list[tuple[int, ...]]
+    msg_npk: list[int]
+    link_src: list[int]  # global core ids
+    link_dst: list[int]
+    link_d2d: list[bool]
+    flow: FlowParams
+
+    @property
+    def n_links(self) -> int:
+        return len(self.link_src)
+
+    def packet_hops(self) -> int:
+        return sum(
+            n * len(links) for n, links in zip(self.msg_npk, self.msg_links, strict=True)
+        )
+
+
+def prepare(plan: Plan, wafer: Wafer, config: SimConfig) -> Prepared:
+    if config.verify:
+        verify_plan(plan, wafer)
+    flow = flow_params(wafer, config)
+    cores = plan.cores
+    ci_of = {c: i for i, c in enumerate(cores)}
+    actors = plan.actors
+    actor_ci = [ci_of.get(a.core, -1) for a in actors]
+    compute = config.compute
+    dur = [int(compute(a, wafer)) for a in actors]
+    for a, d in zip(actors, dur, strict=True):
+        if d < 0:
+            raise PlanError(f"compute model gave actor {a.id} ({a.name!r}) a negative duration")
+    order_map = dict(plan.order)
+    order = [list(order_map[c]) for c in cores]
+    out: list[list[int]] = [[] for _ in actors]
+    for m in plan.messages:
+        out[m.src_actor].append(m.id)
+
+    cols = wafer.cols
+    specs: dict[bool, tuple[int, float]] = {
+        False: (seconds_to_ps(wafer.link.latency), wafer.link.bandwidth),
+        True: (
+            seconds_to_ps((wafer.d2d_link or wafer.link).latency),
+            (wafer.d2d_link or wafer.link).bandwidth,
+        ),
+    }
+    for spec in (wafer.link, wafer.d2d_link):
+        if spec is not None and (spec.bandwidth <= 0 or spec.latency < 0):
+            raise PlanError(f"wafer {wafer.name!r}: link bandwidth must be > 0, latency >= 0")
+    ser_cache: dict[tuple[bool, int], int] = {}
+    link_index: dict[int, int] = {}
+    link_src: list[int] = []
+    link_dst: list[int] = []
+    link_d2d: list[bool] = []
+    route_cache: dict[tuple[int, int], tuple[tuple[int, ...], tuple[bool, ...]]] = {}
+    ncores = wafer.rows * wafer.cols
+
+    def links_of(path: list[int]) -> tuple[tuple[int, ...], tuple[bool, ...]]:
+        idx: list[int] = []
+        kinds: list[bool] = []
+        for a, b in zip(path, path[1:], strict=False):
+            key = a * ncores + b
+            li = link_index.get(key)
+            d2d = crosses_die(wafer, divmod(a, cols), divmod(b, cols))
+            if li is None:
+                li = len(link_src)
+                link_index[key] = li
+                link_src.append(a)
+                link_dst.append(b)
+                link_d2d.append(d2d)
+            idx.append(li)
+            kinds.append(d2d and wafer.d2d_link is not None)
+        return tuple(idx), tuple(kinds)
+
+    n_msgs = len(plan.messages)
+    msg_local = [False] * n_msgs
+    msg_links: list[tuple[int, ...]] = [()] * n_msgs
+    msg_lat: list[tuple[int, ...]] = [()] * n_msgs
+    msg_sf: list[tuple[int, ...]] = [()] * n_msgs
+    msg_sl: list[tuple[int, ...]] = [()] * n_msgs
+    msg_npk = [0] * n_msgs
+    for m in plan.messages:
+        s = actors[m.src_actor].core
+        d = actors[m.dst_actor].core
+        if s == d:
+            msg_local[m.id] = True
+            continue
+        if m.route is not None:
+            _check_route(wafer, m.id, list(m.route))
+            links, kinds = links_of(list(m.route))
+        else:
+            cached = route_cache.get((s, d))
+            if cached is None:
+                path = route(wafer, divmod(s, cols), divmod(d, cols), config.route_order)
+                cached = links_of([r * cols + c for r, c in path])
+                route_cache[(s, d)] = cached
+            links, kinds = cached
+        n, full, last = packetize(m.bytes, flow.packet_bytes, flow.header_packets)
+        sf: list[int] = []
+        sl: list[int] = []
+        for k in kinds:
+            for size, acc in ((full, sf), (last, sl)):
+                key2 = (k, size)
+                v = ser_cache.get(key2)
+                if v is None:
+                    v = duration_ps(size, specs[k][1])
+                    ser_cache[key2] = v
+                acc.append(v)
+        msg_links[m.id] = links
+        msg_lat[m.id] = tuple(specs[k][0] for k in kinds)
+        msg_sf[m.id] = tuple(sf)
+        msg_sl[m.id] = tuple(sl)
+        msg_npk[m.id] = n
+    return Prepared(
+        cores=cores,
+        actor_ci=actor_ci,
+        dur=dur,
+        order=order,
+        out_msgs=[tuple(o) for o in out],
+        msg_src=[m.src_actor for m in plan.messages],
+        msg_dst=[m.dst_actor for m in plan.messages],
+        msg_local=msg_local,
+        msg_links=msg_links,
+        msg_lat=msg_lat,
+        msg_ser_full=msg_sf,
+        msg_ser_last=msg_sl,
+        msg_npk=msg_npk,
+        link_src=link_src,
+        link_dst=link_dst,
+        link_d2d=link_d2d,
+        flow=flow,
+    )
+
+
+def _check_route(wafer: Wafer, mid: int, path: list[int]) -> None:
+    cols = wafer.cols
+    coords = [divmod(c, cols) for c in path]
+    for c in coords:
+        if c in wafer.dead_cores:
+            raise PlanError(f"messages[{mid}].route visits dead core {c}; route around it")
+    for a, b in zip(coords, coords[1:], strict=False):
+        if not adjacent(wafer, a, b):
+            raise PlanError(
+                f"messages[{mid}].route jumps from {a} to {b}, which share no link on "
+                f"{wafer.topology.value} wafer {wafer.name!r}"
+            )
+        if link_is_dead(wafer, a, b):
+            raise PlanError(
+                f"messages[{mid}].route uses dead link {a}-{b} of wafer {wafer.name!r}; "
+                "route around it or leave route unset for an automatic detour"
+            )
+
+
+__all__ = [
+    "FlowParams",
+    "Prepared",
+    "crosses_die",
+    "die_of",
+    "flow_params",
+    "link_spec",
+    "prepare",
+]

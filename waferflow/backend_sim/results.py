@@ -1,0 +1,195 @@
+"""``SimResult``: what one simulated step looked like, and how to read it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from waferflow.backend_sim.analysis import PathStep
+from waferflow.backend_sim.costs import ps_to_seconds
+from waferflow.ir.plan import Plan
+from waferflow.ir.target.wafer import Coord, Wafer
+
+
+@dataclass(frozen=True, slots=True)
+class LinkStat:
+    """One directed link that carried traffic."""
+
+    index: int  # the link's number in this result (order of first use)
+    src: Coord
+    dst: Coord
+    bytes: int  # payload bytes that crossed it
+    busy_ps: int  # time it spent serialising packets (headers included)
+    d2d: bool  # crosses a die boundary
+    utilisation: float  # busy / step time
+
+    @property
+    def busy_s(self) -> float:
+        return ps_to_seconds(self.busy_ps)
+
+    def __str__(self) -> str:
+        tag = " d2d" if self.d2d else ""
+        return (
+            f"{self.src}->{self.dst}{tag}: {_fmt_bytes(self.bytes)}, "
+            f"busy {_fmt_time(self.busy_ps)} ({100 * self.utilisation:.1f} %)"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class CoreStat:
+    """How one core that runs actors spent the step (the four times in ps)."""
+
+    core: int
+    coord: Coord
+    actors: int
+    compute_ps: int
+    comm_ps: int  # waiting for input messages
+    idle_ps: int  # everything else: buffer waits, before the first / after the last actor
+    peak_mem_bytes: int
+
+
+@dataclass(frozen=True)
+class SimResult:
+    """The outcome of ``simulate(plan, wafer)``. Times are integer picoseconds
+    (``*_ps``); ``step_time`` and friends give seconds. Per-actor and per-message
+    tuples are indexed by id."""
+
+    plan: Plan = field(repr=False)
+    wafer: Wafer = field(repr=False)
+    step_time_ps: int
+    actor_start_ps: tuple[int, ...] = field(repr=False)
+    actor_end_ps: tuple[int, ...] = field(repr=False)
+    msg_inject_ps: tuple[int, ...] = field(repr=False)  # producer finished
+    msg_data_start_ps: tuple[int, ...] = field(repr=False)  # data began (after req/ack)
+    msg_arrive_ps: tuple[int, ...] = field(repr=False)
+    msg_queueing_ps: tuple[int, ...] = field(repr=False)  # delay beyond the closed form
+    msg_hops: tuple[int, ...] = field(repr=False)
+    cores: tuple[CoreStat, ...] = field(repr=False)
+    links: tuple[LinkStat, ...] = field(repr=False)
+    critical_path: tuple[PathStep, ...] = field(repr=False)
+    flop_utilisation: float
+    events: int  # events the engine processed
+    packet_hops: int  # packets x hops moved
+    # per message: (link indices, first-packet start, last-packet end) per hop, for traces
+    link_occupancy: tuple[tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]], ...] = field(
+        repr=False, default=()
+    )
+
+    # -- headline numbers ----------------------------------------------------------------
+    @property
+    def step_time(self) -> float:
+        return ps_to_seconds(self.step_time_ps)
+
+    @property
+    def peak_memory(self) -> int:
+        """The largest per-core peak (bytes)."""
+        return max((c.peak_mem_bytes for c in self.cores), default=0)
+
+    @property
+    def total_link_bytes(self) -> int:
+        return sum(lk.bytes for lk in self.links)
+
+    @property
+    def total_queueing_ps(self) -> int:
+        return sum(self.msg_queueing_ps)
+
+    @property
+    def contention_free(self) -> bool:
+        """No message arrived later than its closed form (no queueing anywhere)."""
+        return not any(self.msg_queueing_ps)
+
+    def busiest_links(self, k: int = 3) -> list[LinkStat]:
+        """The ``k`` links with the most busy time (ties: lower link index)."""
+        return sorted(self.links, key=lambda lk: (-lk.busy_ps, lk.index))[:k]
+
+    def core_stat(self, core: int) -> CoreStat:
+        for c in self.cores:
+            if c.core == core:
+                return c
+        raise KeyError(f"core {core} runs no actor in plan {self.plan.name!r}")
+
+    def actor_span(self, actor_id: int) -> tuple[float, float]:
+        """(start, end) of an actor in seconds."""
+        return (
+            ps_to_seconds(self.actor_start_ps[actor_id]),
+            ps_to_seconds(self.actor_end_ps[actor_id]),
+        )
+
+    # -- presentation ----------------------------------------------------------------------
+    def summary(self, top: int = 3) -> str:
+        plan, step = self.plan, self.step_time_ps
+        n_used = len(self.cores)
+        lines = [
+            f"plan {plan.name!r} on wafer {self.wafer.name!r}: {len(plan.actors)} actors, "
+            f"{len(plan.messages)} messages, {n_used} cores used",
+            f"  {'step time':<22}{_fmt_time(step)}",
+            f"  {'FLOP utilisation':<22}{100 * self.flop_utilisation:.1f} % "
+            "(ideal compute time / (step x used cores))",
+        ]
+        if n_used and step:
+            tot = step * n_used
+            comp = sum(c.compute_ps for c in self.cores) / tot
+            comm = sum(c.comm_ps for c in self.cores) / tot
+            idle = sum(c.idle_ps for c in self.cores) / tot
+            lines.append(
+                f"  {'core time':<22}compute {100 * comp:.1f} %, comm wait {100 * comm:.1f} %, "
+                f"idle {100 * idle:.1f} %"
+            )
+        hop_bytes = self.total_link_bytes
+        lines.append(
+            f"  {'network':<22}{_fmt_bytes(sum(m.bytes for m in plan.messages))} sent, "
+            f"{_fmt_bytes(hop_bytes)} x hop on {len(self.links)} links, "
+            f"queueing {_fmt_time(self.total_queueing_ps)} summed over messages"
+        )
+        busiest = self.busiest_links(top)
+        if busiest:
+            lines.append(f"  busiest links (top {len(busiest)}):")
+            lines.extend(f"    {lk}" for lk in busiest)
+        if self.cores:
+            worst = max(self.cores, key=lambda c: (c.peak_mem_bytes, -c.core))
+            frac = worst.peak_mem_bytes / self.wafer.sram_bytes if self.wafer.sram_bytes else 0.0
+            lines.append(
+                f"  {'peak memory':<22}{_fmt_bytes(worst.peak_mem_bytes)} on core "
+                f"{worst.coord} ({100 * frac:.1f} % of {_fmt_bytes(self.wafer.sram_bytes)} SRAM)"
+            )
+        n_act = sum(1 for s in self.critical_path if s.kind == "actor")
+        t_act = sum(s.duration_ps for s in self.critical_path if s.kind == "actor")
+        n_msg = len(self.critical_path) - n_act
+        t_msg = sum(s.duration_ps for s in self.critical_path if s.kind == "message")
+        lines.append(
+            f"  {'critical path':<22}{n_act} actors ({_fmt_time(t_act)} compute), "
+            f"{n_msg} messages ({_fmt_time(t_msg)} in flight)"
+        )
+        lines.append(
+            f"  {'engine':<22}{self.events:,} events, {self.packet_hops:,} packet-hops"
+        )
+        return "\n".join(lines)
+
+    def to_chrome_trace(self, path: str | Path, link_tracks: bool = False) -> None:
+        """Write a Chrome / Perfetto trace (open in ui.perfetto.dev or chrome://tracing):
+        one track per core with its actors; with ``link_tracks``, one track per link
+        with the messages crossing it."""
+        from waferflow.backend_sim.trace import write_chrome_trace
+
+        write_chrome_trace(self, path, link_tracks=link_tracks)
+
+    def __str__(self) -> str:
+        return self.summary()
+
+
+def _fmt_time(ps: int | float) -> str:
+    s = ps / 1e12
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9)):
+        if abs(s) >= scale:
+            return f"{s / scale:.3f} {unit}"
+    return f"{ps:.0f} ps"
+
+
+def _fmt_bytes(n: int | float) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(n) >= scale:
+            return f"{n / scale:.2f} {unit}"
+    return f"{n:.0f} B"
+
+
+__all__ = ["CoreStat", "LinkStat", "PathStep", "SimResult"]

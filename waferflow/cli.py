@@ -1,0 +1,269 @@
+"""The ``waferflow`` command: trace, optimise, compile, simulate, inspect wafers.
+
+Each subcommand lives in a small function; heavy imports (torch) happen inside them so
+that ``--help`` is instant. User errors (``WaferflowError``) print one line and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from waferflow.errors import WaferflowError
+
+EXIT_USER_ERROR = 2
+
+
+def _add_model_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "model",
+        metavar="MODEL",
+        help="a zoo name (hf:gpt2, hf:llama-7b, cnn:amcoda, ...; see `waferflow models`) "
+        "or path/to/file.py:factory",
+    )
+    p.add_argument("--mode", choices=["infer", "train"], default="infer",
+                   help="trace inference only, or the whole training step (default: infer)")  # fmt: skip
+    p.add_argument("--optimizer", choices=["sgd", "adamw"], default="sgd",
+                   help="optimizer whose update is traced in train mode (default: sgd)")  # fmt: skip
+    p.add_argument("--batch", type=int, default=None, help="batch size (default: the model's)")
+    p.add_argument("--seq", type=int, default=None, help="sequence length for language models")
+
+
+def _trace_model(args: argparse.Namespace):  # -> Graph
+    from waferflow.frontend import load_model, trace
+
+    bundle = load_model(args.model, batch=args.batch, seq=args.seq)
+    return trace(
+        bundle.module,
+        bundle.example_inputs,
+        mode=args.mode,
+        optimizer=args.optimizer,
+        loss_fn=bundle.loss_fn,
+        name=bundle.name,
+    )
+
+
+def _read_graph(path: str):  # -> Graph
+    from waferflow.ir.parser import parse_graph
+    from waferflow.ir.serialize import loads_graph
+
+    file = Path(path)
+    if not file.is_file():
+        raise WaferflowError(f"{path}: no such IR file (write one with `waferflow trace`)")
+    text = file.read_text(encoding="utf-8")
+    if file.suffix == ".json":
+        return loads_graph(text)
+    return parse_graph(text, source=path)
+
+
+def _write_text(path: str, text: str) -> None:
+    out = Path(path)
+    if out.parent and not out.parent.exists():
+        out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text, encoding="utf-8")
+
+
+# -- subcommands ---------------------------------------------------------------------------
+
+
+def cmd_trace(args: argparse.Namespace) -> int:
+    from waferflow.ir.printer import print_graph
+    from waferflow.ir.serialize import dumps_graph
+    from waferflow.ir.summary import summarize
+
+    graph = _trace_model(args)
+    if args.output:
+        text = dumps_graph(graph) if args.output.endswith(".json") else print_graph(graph)
+        _write_text(args.output, text)
+        print(summarize(graph))
+        print(f"wrote {args.output}")
+    else:
+        sys.stdout.write(print_graph(graph))
+    return 0
+
+
+def cmd_opt(args: argparse.Namespace) -> int:
+    from waferflow.ir.printer import print_graph
+    from waferflow.passes import PassContext, PassManager, parse_pipeline
+
+    graph = _read_graph(args.input)
+    passes = parse_pipeline(args.pipeline)
+    pm = PassManager(
+        passes,
+        verify_each=args.verify_each,
+        print_ir_after_all=args.print_ir_after_all,
+        print_ir_after=frozenset(args.print_ir_after or ()),
+        time_passes=args.time_passes,
+    )
+    result = pm.run(graph, PassContext())
+    if args.time_passes:
+        print(pm.timing_report())
+    text = print_graph(result)
+    if args.output:
+        _write_text(args.output, text)
+        print(f"wrote {args.output}", file=sys.stderr)
+    elif not (args.print_ir_after_all or args.print_ir_after):
+        sys.stdout.write(text)
+    return 0
+
+
+def cmd_passes(args: argparse.Namespace) -> int:
+    from waferflow.passes import describe_passes
+
+    print(describe_passes())
+    return 0
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    from waferflow.frontend import list_models
+
+    for spec, description in list_models():
+        print(f"{spec:<20} {description}")
+    return 0
+
+
+def cmd_wafers(args: argparse.Namespace) -> int:
+    from waferflow.ir.target import get_wafer, list_presets
+
+    if args.action == "show":
+        if not args.name:
+            raise WaferflowError("`waferflow wafers show` needs a preset name or a TOML path")
+        print(get_wafer(args.name).describe())
+        return 0
+    rows = [get_wafer(name).summary_row() for name in list_presets()]
+    header = ("name", "grid", "cores", "topology", "peak", "SRAM", "link BW")
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    for row in [header, *rows]:
+        print("  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    return 0
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from waferflow.backend_sim import simulate
+    from waferflow.ir.plan import load_plan
+    from waferflow.ir.target import get_wafer
+
+    plan = load_plan(args.plan)
+    wafer = get_wafer(args.wafer or plan.wafer_name)
+    result = simulate(plan, wafer)
+    print(result.summary())
+    if args.trace:
+        result.to_chrome_trace(args.trace, link_tracks=args.link_tracks)
+        print(f"wrote {args.trace} (open in ui.perfetto.dev or chrome://tracing)")
+    return 0
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    from waferflow.backend_sim import simulate
+    from waferflow.ir.plan import save_plan
+    from waferflow.ir.summary import summarize
+    from waferflow.ir.target import get_wafer
+    from waferflow.passes import DEFAULT_PIPELINE, PassContext, PassManager, parse_pipeline
+    from waferflow.passes.lower_plan import lower_to_plan
+
+    wafer = get_wafer(args.wafer)
+    if args.coarsen > 1:
+        wafer = wafer.coarsen(args.coarsen)
+    passes = parse_pipeline(args.passes or DEFAULT_PIPELINE)
+    graph = _trace_model(args)
+    pm = PassManager(passes, print_ir_after=frozenset(args.print_ir_after or ()))
+    graph = pm.run(graph, PassContext(wafer=wafer))
+    print(summarize(graph))
+    plan = lower_to_plan(graph, wafer)
+    result = simulate(plan, wafer)
+    print(result.summary())
+    if args.output:
+        save_plan(plan, args.output)
+        print(f"wrote {args.output}")
+    if args.trace:
+        result.to_chrome_trace(args.trace)
+        print(f"wrote {args.trace} (open in ui.perfetto.dev or chrome://tracing)")
+    return 0
+
+
+# -- parser ------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="waferflow",
+        description="Compile PyTorch models onto wafer-scale dataflow chips and score the result.",
+        epilog="Run `waferflow COMMAND --help` for the options of one command.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    p = sub.add_parser("trace", help="trace a model into waferflow IR",
+                       description="Trace a model (on meta tensors) into waferflow IR text.")  # fmt: skip
+    _add_model_args(p)
+    p.add_argument("-o", "--output", help="write the IR here (.wf text, or .json); default: stdout")
+    p.set_defaults(func=cmd_trace)
+
+    p = sub.add_parser("opt", help="run a pass pipeline over an IR file (like mlir-opt)",
+                       description="Run a pass pipeline over an IR file, printing IR between "
+                       "passes on request.")  # fmt: skip
+    p.add_argument("input", metavar="FILE", help="IR text (.wf) or JSON (.json)")
+    p.add_argument("-p", "--pipeline", required=True,
+                   help="comma-separated passes with options, e.g. "
+                   "'canonicalize,dce,fuse-elementwise{max=8}' (see `waferflow passes`)")  # fmt: skip
+    p.add_argument(
+        "--print-ir-after-all", action="store_true", help="print the IR after every pass"
+    )
+    p.add_argument("--print-ir-after", action="append", metavar="PASS",
+                   help="print the IR after this pass (repeatable)")  # fmt: skip
+    p.add_argument("--time-passes", action="store_true", help="print a timing table of the passes")
+    p.add_argument("--verify-each", action="store_true", help="run the verifier after every pass")
+    p.add_argument("-o", "--output", help="write the final IR here instead of stdout")
+    p.set_defaults(func=cmd_opt)
+
+    p = sub.add_parser("passes", help="list the registered passes and their options")
+    p.set_defaults(func=cmd_passes)
+
+    p = sub.add_parser("models", help="list the model zoo")
+    p.set_defaults(func=cmd_models)
+
+    p = sub.add_parser("wafers", help="list the wafer presets, or show one in full",
+                       description="List the wafer presets; `wafers show NAME|FILE.toml` prints "
+                       "one in full (and validates a TOML file).")  # fmt: skip
+    p.add_argument("action", nargs="?", choices=["list", "show"], default="list")
+    p.add_argument("name", nargs="?", help="preset name or TOML path (for `show`)")
+    p.set_defaults(func=cmd_wafers)
+
+    p = sub.add_parser("simulate", help="simulate a saved plan and print the summary")
+    p.add_argument("plan", metavar="PLAN.json")
+    p.add_argument("--wafer", help="wafer preset or TOML (default: the one named in the plan)")
+    p.add_argument("--trace", metavar="TRACE.json", help="write a Chrome / Perfetto trace")
+    p.add_argument("--link-tracks", action="store_true", help="add one track per busy link")
+    p.set_defaults(func=cmd_simulate)
+
+    p = sub.add_parser("compile", help="trace, optimise, place, simulate: the whole path",
+                       description="Trace a model, run the pass pipeline, place it on a wafer, "
+                       "simulate one step and print the report.")  # fmt: skip
+    _add_model_args(p)
+    p.add_argument("--wafer", required=True, help="preset name (see `waferflow wafers`) or TOML")
+    p.add_argument("--coarsen", type=int, default=1, metavar="K",
+                   help="plan on the coarse view: K x K cores as one node (default 1)")  # fmt: skip
+    p.add_argument("--passes", help="override the pass pipeline")
+    p.add_argument("--print-ir-after", action="append", metavar="PASS")
+    p.add_argument("-o", "--output", metavar="PLAN.json", help="save the plan")
+    p.add_argument("--trace", metavar="TRACE.json", help="write a Chrome / Perfetto trace")
+    p.set_defaults(func=cmd_compile)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except WaferflowError as err:
+        print(f"waferflow: error: {err}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except KeyboardInterrupt:
+        print("waferflow: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

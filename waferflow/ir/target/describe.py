@@ -1,0 +1,95 @@
+"""Human-readable reports of a wafer: ``describe`` (a full listing) and ``summary_row``."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from waferflow.ir.dtypes import DType
+from waferflow.ir.target.parts import FlowControl, LinkSpec
+from waferflow.ir.target.units import fmt_bytes, fmt_count, fmt_si
+
+if TYPE_CHECKING:
+    from waferflow.ir.target.wafer import Wafer
+
+SUMMARY_HEADER: tuple[str, ...] = ("name", "grid", "cores", "topology", "peak", "SRAM", "link BW")
+
+
+def headline_dtype(w: Wafer) -> DType:
+    """The dtype a one-number summary quotes: bf16 or f16 when listed, else f32."""
+    listed = {d for d, _ in w.peak_flops}
+    for d in (DType.BF16, DType.F16):
+        if d in listed:
+            return d
+    return DType.F32
+
+
+def _link(spec: LinkSpec, clock_hz: float) -> str:
+    cycles = spec.latency * clock_hz
+    cyc = f" ({cycles:.3g} cycles)" if spec.latency > 0 else ""
+    return f"{fmt_si(spec.bandwidth, 'B/s')} per direction, {fmt_si(spec.latency, 's')} per hop{cyc}"
+
+
+def _flow(flow: FlowControl | None) -> str:
+    if flow is None:
+        return "none (messages stream at link bandwidth)"
+    buffers = "unbounded" if flow.buffers_per_core == 0 else str(flow.buffers_per_core)
+    streams = "unlimited" if flow.max_streams == 0 else str(flow.max_streams)
+    handshake = f"req/ack, req resent after {flow.retry_cycles} cycles" if flow.handshake else "no handshake"
+    return (
+        f"{flow.packet_bytes} B packets + {flow.header_packets} header packet(s), {handshake}, "
+        f"input buffers {buffers}, streams per core {streams}"
+    )
+
+
+def describe(w: Wafer) -> str:
+    k = w.coarsen_factor
+    dh, dw = w.die_shape
+    lines = [f"wafer {w.name}"]
+
+    def row(key: str, value: str) -> None:
+        lines.append(f"  {key:<14}{value}")
+
+    row("grid", f"{w.rows} x {w.cols} = {fmt_count(w.num_cores)} cores, {w.topology.value}")
+    if k > 1:
+        row("coarse view", f"{k} x {k} fine cores per node ({fmt_count(w.num_cores * k * k)} fine cores)")
+    row("dies", f"{w.die_rows} x {w.die_cols} = {w.num_dies}, {dh} x {dw} cores each")
+    row("clock", fmt_si(w.clock_hz, "Hz"))
+    listed = dict(w.peak_flops)
+    for d in DType:
+        if d in listed:
+            row(
+                f"peak {d.value}",
+                f"{fmt_si(listed[d], 'FLOP/s')} per core ({listed[d] / w.clock_hz:.4g} FLOP/cycle), "
+                f"{fmt_si(w.total_peak_flops(d), 'FLOP/s')} in total",
+            )
+    missing = [d for d in (DType.F32, DType.BF16, DType.F16) if d not in listed]
+    if missing:
+        row("peak fallback", ", ".join(f"{d.value} uses {fmt_si(w.peak(d), 'FLOP/s')}" for d in missing))
+    row("SRAM", f"{fmt_bytes(w.sram_bytes)} per core, {fmt_bytes(w.total_sram())} in total")
+    row("SRAM BW", f"{fmt_si(w.sram_bandwidth, 'B/s')} per core")
+    row("link", _link(w.link, w.clock_hz))
+    row("d2d link", "none (die boundaries use the on-die link)" if w.d2d_link is None else _link(w.d2d_link, w.clock_hz))
+    row("links", f"{fmt_count(w.num_links())} usable directed links")
+    faults = f"{fmt_count(len(w.dead_cores))} dead cores, {fmt_count(len(w.dead_links))} dead links"
+    if w.partial_cores:
+        faults += f", {fmt_count(len(w.partial_cores))} partly dead nodes"
+    row("faults", faults)
+    row("flow control", _flow(w.flow))
+    row("source", w.source or "(not given)")
+    return "\n".join(lines)
+
+
+def summary_row(w: Wafer) -> tuple[str, ...]:
+    d = headline_dtype(w)
+    cores = fmt_count(w.num_alive)
+    if w.coarsen_factor > 1:
+        cores += f" (k={w.coarsen_factor})"
+    return (
+        w.name,
+        f"{w.rows}x{w.cols}",
+        cores,
+        w.topology.value,
+        f"{w.total_peak_flops(d) / 1e12:,.1f} TFLOP/s {d.value}",
+        fmt_si(float(w.total_sram()), "B"),
+        fmt_si(w.link.bandwidth, "B/s"),
+    )

@@ -1,0 +1,528 @@
+"""Wafers as TOML files: ``load_wafer``, ``wafer_to_toml``, ``dump_wafer``, ``get_wafer``.
+
+Schema (every table and key; ``presets/example.toml`` is a commented example)::
+
+    preset = "wse2"          # optional: start from a preset (or a .toml path, relative
+                             # to this file) and override only the keys given below
+
+    [wafer]
+    name = "my-wafer"        # default: the file's name without .toml
+    rows = 64                # cores per column of the grid
+    cols = 64                # cores per row
+    topology = "mesh"        # mesh | torus | crossbar
+    clock_hz = 1e9           # Hz
+    sram_bytes = 1048576     # bytes per core (an integer)
+    sram_bandwidth = 1e12    # bytes/s per core
+    coarsen_factor = 1       # k when the file describes a k x k coarse view
+    source = "..."           # where the figures come from
+
+    [wafer.peak_flops]       # FLOP/s per core, by dtype (f32, bf16, f16, f64, i8, ...)
+    f32 = 1e12
+    bf16 = 4e12
+
+    [link]                   # one direction of an on-die link
+    bandwidth = 1e11         # bytes/s
+    latency = 1e-9           # seconds per hop
+
+    [dies]                   # the grid is cut into rows x cols equal dies
+    rows = 4                 # must divide wafer.rows (default 1)
+    cols = 4                 # must divide wafer.cols (default 1)
+
+    [dies.link]              # links crossing a die boundary (default: same as [link])
+    bandwidth = 5e10
+    latency = 5e-9
+
+    [faults]
+    dead_cores = [[0, 1], [5, 7]]           # [row, col]
+    dead_links = [[[0, 0], [0, 1]]]         # undirected, between neighbouring cores
+    dead_cores_each_die = [[0, 0]]          # [row, col] inside a die, dead in every die
+    random_dead_fraction = 0.01             # then kill cores at random up to this
+    seed = 0                                #   fraction of all cores, with this seed
+    partial_cores = [[2, 3, 12]]            # coarse views: [row, col, alive fine cores]
+
+    [flow]                   # packetisation / handshake (omit the table for none)
+    packet_bytes = 128
+    header_packets = 1
+    buffers_per_core = 0     # 0 = unbounded
+    handshake = true         # req / ack before data (AMCoDA)
+    retry_cycles = 5
+    max_streams = 4          # 0 = unlimited
+
+Units: plain numbers are SI base units (bytes, bytes/s, seconds, Hz, FLOP/s). Any
+quantity may instead be a string with a unit, e.g. ``"12.8 GB/s"``, ``"10 ns"``,
+``"1 cycle"``, ``"48 KiB"``, ``"100 MHz"``, ``"125 PFLOP/s"``, ``"2048 FLOP/cycle"``
+(see ``units.py``; cycles use ``wafer.clock_hz``). Files that waferflow writes use
+plain SI numbers, with the readable figure in a comment.
+
+With ``preset``, tables merge key by key into the preset (``[wafer.peak_flops]``
+per dtype too); a list such as ``faults.dead_cores`` replaces the preset's list.
+
+Every error is a ``ConfigError`` naming the file and the field's TOML path: unknown
+keys (with a did-you-mean), wrong types, bad values, malformed TOML (with the line
+and column).
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from waferflow.errors import ConfigError
+from waferflow.ir.dtypes import DType
+from waferflow.ir.target import catalog
+from waferflow.ir.target.parts import Coord, FlowControl, LinkSpec, Topology
+from waferflow.ir.target.units import Kind, fmt_bytes, fmt_si, quantity_float, quantity_int
+from waferflow.ir.target.wafer import Wafer
+
+__all__ = ["dump_wafer", "get_wafer", "load_wafer", "parse_wafer_toml", "wafer_to_doc", "wafer_to_toml"]
+
+_LINK = {"bandwidth": None, "latency": None}
+_SCHEMA: dict[str, Any] = {
+    "preset": None,
+    "wafer": {
+        "name": None,
+        "rows": None,
+        "cols": None,
+        "topology": None,
+        "clock_hz": None,
+        "sram_bytes": None,
+        "sram_bandwidth": None,
+        "coarsen_factor": None,
+        "source": None,
+        "peak_flops": "dtypes",
+    },
+    "link": _LINK,
+    "dies": {"rows": None, "cols": None, "link": _LINK},
+    "faults": {
+        "dead_cores": None,
+        "dead_links": None,
+        "dead_cores_each_die": None,
+        "random_dead_fraction": None,
+        "seed": None,
+        "partial_cores": None,
+    },
+    "flow": {
+        "packet_bytes": None,
+        "header_packets": None,
+        "buffers_per_core": None,
+        "handshake": None,
+        "retry_cycles": None,
+        "max_streams": None,
+    },
+}
+
+
+# --- reading ---------------------------------------------------------------------------
+
+
+def load_wafer(path: str | Path) -> Wafer:
+    """Read a wafer TOML file (see the module docstring for the schema)."""
+    return _load(Path(path), ())
+
+
+def parse_wafer_toml(text: str, origin: str = "<string>", base_dir: Path | None = None) -> Wafer:
+    """Read a wafer from TOML text; ``origin`` names it in errors and is the default
+    name; ``base_dir`` resolves a relative ``preset = "x.toml"`` (default: cwd)."""
+    default = "wafer" if origin.startswith("<") else Path(origin).stem
+    return _parse(text, origin, base_dir or Path.cwd(), (), default_name=default)
+
+
+def get_wafer(name_or_path: str | Path | Wafer) -> Wafer:
+    """A ``Wafer`` from a preset name (see ``list_presets``), a ``.toml`` path, or a Wafer."""
+    if isinstance(name_or_path, Wafer):
+        return name_or_path
+    if isinstance(name_or_path, Path):
+        return load_wafer(name_or_path)
+    if isinstance(name_or_path, str):
+        text = name_or_path.strip()
+        if text.endswith(".toml") or "/" in text or os.sep in text:
+            return load_wafer(text)
+        return _load(catalog.preset_path(text), ())
+    raise ConfigError(
+        f"a wafer is a preset name, a .toml path or a Wafer, got {type(name_or_path).__name__}"
+    )
+
+
+def _load(path: Path, stack: tuple[Path, ...]) -> Wafer:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"wafer file {path} does not exist") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"cannot read wafer file {path}: {e}") from e
+    return _parse(text, str(path), path.parent, stack + (path.resolve(),), default_name=path.stem)
+
+
+def _parse(text: str, origin: str, base_dir: Path, stack: tuple[Path, ...], default_name: str) -> Wafer:
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{origin}: malformed TOML: {e}") from None
+    try:
+        _check_keys(doc, _SCHEMA, "")
+        user = dict(doc)
+        preset = user.pop("preset", None)
+        base: Wafer | None = None
+        if preset is not None:
+            base = _resolve_preset(preset, base_dir, stack)
+            merged = _merge(wafer_to_doc(base), user)
+        else:
+            merged = user
+        return _build(merged, user, base, origin, default_name)
+    except ConfigError as e:
+        raise ConfigError(f"{origin}: {e}") from None
+
+
+def _resolve_preset(preset: object, base_dir: Path, stack: tuple[Path, ...]) -> Wafer:
+    if not isinstance(preset, str):
+        raise ConfigError(f"preset must be a preset name or a .toml path, got {preset!r}")
+    if preset.endswith(".toml") or "/" in preset:
+        path = base_dir / preset
+    else:
+        path = catalog.preset_path(preset)
+    if path.resolve() in stack:
+        chain = " -> ".join(p.name for p in (*stack, path))
+        raise ConfigError(f"preset = {preset!r} refers back to itself ({chain})")
+    return _load(path, stack)
+
+
+def _suggest(key: str, known: list[str]) -> str:
+    close = difflib.get_close_matches(key, known, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _check_keys(table: dict[str, Any], schema: dict[str, Any], prefix: str) -> None:
+    for key, value in table.items():
+        path = f"{prefix}{key}"
+        if key not in schema:
+            known = sorted(schema)
+            where = f"[{prefix[:-1]}]" if prefix else "the top level"
+            raise ConfigError(
+                f"unknown key {path!r}{_suggest(key, known)}. Keys allowed in {where}: {', '.join(known)}"
+            )
+        sub = schema[key]
+        if sub is None:
+            if isinstance(value, dict):
+                raise ConfigError(f"{path} is a value, not a table")
+        elif not isinstance(value, dict):
+            raise ConfigError(f"{path} must be a table ([{path}]), got {value!r}")
+        elif sub == "dtypes":
+            names = [d.value for d in DType]
+            for d, rate in value.items():
+                if d not in names:
+                    raise ConfigError(f"unknown dtype {path}.{d}{_suggest(d, names)}. Known dtypes: {', '.join(names)}")
+                if isinstance(rate, dict):
+                    raise ConfigError(f"{path}.{d} is a value, not a table")
+        else:
+            _check_keys(value, sub, f"{path}.")
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _leaf_paths(table: dict[str, Any], prefix: str = "") -> list[str]:
+    out: list[str] = []
+    for key, value in table.items():
+        if isinstance(value, dict):
+            out += _leaf_paths(value, f"{prefix}{key}.")
+        else:
+            out.append(f"{prefix}{key}")
+    return out
+
+
+def _table(doc: dict[str, Any], name: str) -> dict[str, Any]:
+    return doc.get(name, {})
+
+
+def _required(table: dict[str, Any], path: str, what: str) -> Any:
+    key = path.rsplit(".", 1)[-1]
+    if key not in table:
+        raise ConfigError(f"missing {path} ({what})")
+    return table[key]
+
+
+def _int(value: object, path: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{path} must be an integer, got {type(value).__name__} {value!r}")
+    return value
+
+
+def _str(value: object, path: str) -> str:
+    if not isinstance(value, str):
+        raise ConfigError(f"{path} must be a string, got {type(value).__name__} {value!r}")
+    return value
+
+
+def _list(value: object, path: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise ConfigError(f"{path} must be a list, got {type(value).__name__} {value!r}")
+    return value
+
+
+def _pair(value: object, path: str) -> Coord:
+    if (
+        not isinstance(value, list)
+        or len(value) != 2
+        or any(isinstance(x, bool) or not isinstance(x, int) for x in value)
+    ):
+        raise ConfigError(f"{path}: a core is written [row, col] with two integers, got {value!r}")
+    return (value[0], value[1])
+
+
+def _link(table: dict[str, Any], path: str, clock: float) -> LinkSpec:
+    bw = _required(table, f"{path}.bandwidth", "bytes/s per direction")
+    lat = _required(table, f"{path}.latency", "seconds per hop")
+    return LinkSpec(
+        quantity_float(bw, Kind.BANDWIDTH, f"{path}.bandwidth", clock),
+        quantity_float(lat, Kind.TIME, f"{path}.latency", clock),
+    )
+
+
+def _build(
+    doc: dict[str, Any], user: dict[str, Any], base: Wafer | None, origin: str, default_name: str
+) -> Wafer:
+    wt = _table(doc, "wafer")
+    clock = quantity_float(_required(wt, "wafer.clock_hz", "Hz"), Kind.FREQUENCY, "wafer.clock_hz")
+    topo_name = _str(_required(wt, "wafer.topology", "mesh, torus or crossbar"), "wafer.topology")
+    choices = [t.value for t in Topology]
+    if topo_name not in choices:
+        raise ConfigError(
+            f"wafer.topology = {topo_name!r} is unknown{_suggest(topo_name, choices)}. "
+            f"Choose one of {', '.join(choices)}"
+        )
+    peaks_table = _required(wt, "wafer.peak_flops", "a table of FLOP/s per core by dtype")
+    peaks = tuple(
+        (DType(d), quantity_float(v, Kind.FLOPS, f"wafer.peak_flops.{d}", clock)) for d, v in peaks_table.items()
+    )
+    rows = _int(_required(wt, "wafer.rows", "cores per column"), "wafer.rows")
+    cols = _int(_required(wt, "wafer.cols", "cores per row"), "wafer.cols")
+
+    dies = _table(doc, "dies")
+    die_rows = _int(dies.get("rows", 1), "dies.rows")
+    die_cols = _int(dies.get("cols", 1), "dies.cols")
+    d2d = _link(dies["link"], "dies.link", clock) if "link" in dies else None
+
+    faults = _table(doc, "faults")
+    dead: set[Coord] = {
+        _pair(c, "faults.dead_cores") for c in _list(faults.get("dead_cores", []), "faults.dead_cores")
+    }
+    if "dead_cores_each_die" in faults:
+        dead |= _each_die(faults["dead_cores_each_die"], rows, cols, die_rows, die_cols)
+    dead_links = []
+    for item in _list(faults.get("dead_links", []), "faults.dead_links"):
+        if not isinstance(item, list) or len(item) != 2:
+            raise ConfigError(f"faults.dead_links: a link is written [[r, c], [r, c]], got {item!r}")
+        dead_links.append((_pair(item[0], "faults.dead_links"), _pair(item[1], "faults.dead_links")))
+    partial = []
+    for item in _list(faults.get("partial_cores", []), "faults.partial_cores"):
+        if not isinstance(item, list) or len(item) != 3:
+            raise ConfigError(f"faults.partial_cores: entries are [row, col, alive fine cores], got {item!r}")
+        partial.append((_pair(item[:2], "faults.partial_cores"), _int(item[2], "faults.partial_cores")))
+
+    flow = None
+    if "flow" in doc:
+        ft = doc["flow"]
+        kwargs: dict[str, Any] = {}
+        for key, value in ft.items():
+            path = f"flow.{key}"
+            if key == "handshake":
+                if not isinstance(value, bool):
+                    raise ConfigError(f"{path} must be true or false, got {value!r}")
+                kwargs[key] = value
+            elif key == "packet_bytes":
+                kwargs[key] = quantity_int(value, Kind.BYTES, path, clock)
+            else:
+                kwargs[key] = _int(value, path)
+        flow = FlowControl(**kwargs)
+
+    name = wt.get("name") if "name" in _table(user, "wafer") or base is None else None
+    source = wt.get("source", "")
+    if base is not None and "source" not in _table(user, "wafer"):
+        changed = ", ".join(_leaf_paths(user)) or "none"
+        source = f"preset {base.name} with overrides from {Path(origin).name} ({changed}); preset source: {base.source}"
+    wafer = Wafer(
+        name=_str(name if name is not None else default_name, "wafer.name"),
+        rows=rows,
+        cols=cols,
+        topology=Topology(topo_name),
+        clock_hz=clock,
+        peak_flops=peaks,
+        sram_bytes=quantity_int(_required(wt, "wafer.sram_bytes", "bytes per core"), Kind.BYTES, "wafer.sram_bytes"),
+        sram_bandwidth=quantity_float(
+            _required(wt, "wafer.sram_bandwidth", "bytes/s per core"), Kind.BANDWIDTH, "wafer.sram_bandwidth", clock
+        ),
+        link=_link(_required(doc, "link", "the on-die link table [link]"), "link", clock),
+        die_rows=die_rows,
+        die_cols=die_cols,
+        d2d_link=d2d,
+        dead_cores=frozenset(dead),
+        dead_links=frozenset(dead_links),
+        flow=flow,
+        coarsen_factor=_int(wt.get("coarsen_factor", 1), "wafer.coarsen_factor"),
+        source=_str(source, "wafer.source"),
+        partial_cores=tuple(partial),
+    )
+    if "random_dead_fraction" in faults:
+        fraction = faults["random_dead_fraction"]
+        if isinstance(fraction, bool) or not isinstance(fraction, int | float):
+            raise ConfigError(f"faults.random_dead_fraction must be a number in [0, 1), got {fraction!r}")
+        wafer = wafer.with_dead_cores(float(fraction), _int(faults.get("seed", 0), "faults.seed"))
+    elif "seed" in faults:
+        raise ConfigError("faults.seed is given without faults.random_dead_fraction")
+    return wafer
+
+
+def _each_die(value: object, rows: int, cols: int, die_rows: int, die_cols: int) -> set[Coord]:
+    path = "faults.dead_cores_each_die"
+    if die_rows < 1 or die_cols < 1 or rows % die_rows or cols % die_cols:
+        return set()  # the Wafer reports the bad die grid itself
+    h, w = rows // die_rows, cols // die_cols
+    out: set[Coord] = set()
+    for item in _list(value, path):
+        r, c = _pair(item, path)
+        if not (0 <= r < h and 0 <= c < w):
+            raise ConfigError(f"{path}: core [{r}, {c}] is outside a {h} x {w} die")
+        out |= {(i * h + r, j * w + c) for i in range(die_rows) for j in range(die_cols)}
+    return out
+
+
+# --- writing ---------------------------------------------------------------------------
+
+
+def wafer_to_doc(w: Wafer) -> dict[str, Any]:
+    """The wafer as a TOML document (nested dicts, SI numbers), as ``wafer_to_toml``
+    writes it and as a ``preset =`` file is merged onto."""
+    wafer: dict[str, Any] = {
+        "name": w.name,
+        "rows": w.rows,
+        "cols": w.cols,
+        "topology": w.topology.value,
+        "clock_hz": w.clock_hz,
+        "sram_bytes": w.sram_bytes,
+        "sram_bandwidth": w.sram_bandwidth,
+    }
+    if w.coarsen_factor != 1:
+        wafer["coarsen_factor"] = w.coarsen_factor
+    wafer["source"] = w.source
+    wafer["peak_flops"] = {d.value: rate for d, rate in w.peak_flops}
+    doc: dict[str, Any] = {
+        "wafer": wafer,
+        "link": {"bandwidth": w.link.bandwidth, "latency": w.link.latency},
+        "dies": {"rows": w.die_rows, "cols": w.die_cols},
+    }
+    if w.d2d_link is not None:
+        doc["dies"]["link"] = {"bandwidth": w.d2d_link.bandwidth, "latency": w.d2d_link.latency}
+    faults: dict[str, Any] = {}
+    if w.dead_cores:
+        faults["dead_cores"] = [list(c) for c in sorted(w.dead_cores)]
+    if w.dead_links:
+        faults["dead_links"] = [[list(a), list(b)] for a, b in sorted(w.dead_links)]
+    if w.partial_cores:
+        faults["partial_cores"] = [[c[0], c[1], n] for c, n in w.partial_cores]
+    if faults:
+        doc["faults"] = faults
+    if w.flow is not None:
+        f = w.flow
+        doc["flow"] = {
+            "packet_bytes": f.packet_bytes,
+            "header_packets": f.header_packets,
+            "buffers_per_core": f.buffers_per_core,
+            "handshake": f.handshake,
+            "retry_cycles": f.retry_cycles,
+            "max_streams": f.max_streams,
+        }
+    return doc
+
+
+def _toml_str(s: str) -> str:
+    out = []
+    for ch in s:
+        if ch == "\\":
+            out.append("\\\\")
+        elif ch == '"':
+            out.append('\\"')
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        return repr(v)  # shortest round-tripping form; always has '.' or 'e'
+    if isinstance(v, str):
+        return _toml_str(v)
+    if isinstance(v, list):
+        items = [_toml_value(x) for x in v]
+        if len(items) <= 8:
+            return "[" + ", ".join(items) + "]"
+        lines = [", ".join(items[i : i + 8]) for i in range(0, len(items), 8)]
+        return "[\n  " + ",\n  ".join(lines) + ",\n]"
+    raise TypeError(f"cannot write {type(v).__name__} to TOML")
+
+
+def _comment(path: str, v: Any) -> str:
+    """The readable figure beside an SI number."""
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return ""
+    leaf = path.rsplit(".", 1)[-1]
+    if path == "wafer.clock_hz":
+        return fmt_si(v, "Hz")
+    if path == "wafer.sram_bytes":
+        return fmt_bytes(v)
+    if leaf in ("bandwidth", "sram_bandwidth"):
+        return fmt_si(v, "B/s")
+    if leaf == "latency":
+        return fmt_si(v, "s")
+    if path.startswith("wafer.peak_flops."):
+        return fmt_si(v, "FLOP/s")
+    return ""
+
+
+def _write_table(lines: list[str], name: str, table: dict[str, Any]) -> None:
+    lines.append(f"[{name}]")
+    for key, value in table.items():
+        if isinstance(value, dict):
+            continue
+        comment = _comment(f"{name}.{key}", value)
+        lines.append(f"{key} = {_toml_value(value)}" + (f"  # {comment}" if comment else ""))
+    for key, value in table.items():
+        if isinstance(value, dict):
+            lines.append("")
+            _write_table(lines, f"{name}.{key}", value)
+
+
+def wafer_to_toml(w: Wafer) -> str:
+    """The wafer as TOML text that ``load_wafer`` reads back to an equal Wafer."""
+    lines = [
+        f"# Wafer {w.name}, written by waferflow.",
+        "# Plain numbers are SI units: bytes, bytes/s, seconds, Hz, FLOP/s.",
+    ]
+    for name, table in wafer_to_doc(w).items():
+        lines.append("")
+        _write_table(lines, name, table)
+    return "\n".join(lines) + "\n"
+
+
+def dump_wafer(w: Wafer, path: str | Path) -> None:
+    """Write ``wafer_to_toml(w)`` to ``path``."""
+    Path(path).write_text(wafer_to_toml(w), encoding="utf-8")

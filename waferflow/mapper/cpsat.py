@@ -1,0 +1,111 @@
+"""Solver discipline shared by every CP-SAT call: deterministic limits, a seed, a wall
+safety net, and the numbers each call reports back."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from ortools.sat.python import cp_model
+
+from waferflow.errors import PlanError
+
+
+@dataclass(frozen=True)
+class SolveOptions:
+    """Limits and knobs for one placement solve.
+
+    ``time_limit`` is in CP-SAT *deterministic* seconds (roughly seconds on a typical
+    core, but independent of machine load), so the same inputs and seed give the same
+    result. ``max_wall_time`` is only a safety net against hangs (default
+    ``4 x time_limit + 10`` s); if it ever fires, the result says so in its techniques
+    because it may then differ between runs. With ``num_workers > 1`` CP-SAT runs its
+    portfolio in interleaved (deterministic) mode.
+    """
+
+    time_limit: float = 10.0
+    seed: int = 0
+    num_workers: int = 1
+    gap_limit: float = 1e-4  # stop once (objective - bound) / objective falls below this
+    export_model: Path | None = None
+    max_wall_time: float | None = None
+
+    def __post_init__(self) -> None:
+        if not (self.time_limit > 0 and math.isfinite(self.time_limit)):
+            raise PlanError(f"time limit must be positive (and finite), got {self.time_limit}")
+        if self.num_workers < 1:
+            raise PlanError(f"num_workers must be >= 1, got {self.num_workers}")
+        if not 0 <= self.gap_limit < 1:
+            raise PlanError(f"gap_limit must be in [0, 1), got {self.gap_limit}")
+        if self.max_wall_time is not None and not self.max_wall_time > 0:
+            raise PlanError(f"max_wall_time must be positive, got {self.max_wall_time}")
+
+    @property
+    def wall_cap(self) -> float:
+        return self.max_wall_time if self.max_wall_time is not None else 4 * self.time_limit + 10
+
+
+@dataclass(frozen=True)
+class CpRun:
+    """The outcome of one ``solve`` call."""
+
+    solver: cp_model.CpSolver
+    status: str  # OPTIMAL, FEASIBLE, INFEASIBLE, UNKNOWN, MODEL_INVALID
+    objective: float  # integer model units; nan without a solution
+    bound: float  # integer model units
+    deterministic_time: float
+    wall_time: float
+    hit_wall_cap: bool
+
+    @property
+    def has_solution(self) -> bool:
+        return self.status in ("OPTIMAL", "FEASIBLE")
+
+
+def run_cpsat(
+    model: cp_model.CpModel,
+    options: SolveOptions,
+    det_limit: float,
+    *,
+    seed_offset: int = 0,
+    wall_cap: float | None = None,
+) -> CpRun:
+    """Solve ``model`` within ``det_limit`` deterministic seconds; never raises on limits."""
+    solver = cp_model.CpSolver()
+    p = solver.parameters
+    p.max_deterministic_time = max(det_limit, 1e-3)
+    cap = options.wall_cap if wall_cap is None else wall_cap
+    p.max_time_in_seconds = max(cap, 0.05)
+    p.random_seed = (options.seed + seed_offset) % (2**31 - 1)
+    p.num_workers = options.num_workers
+    if options.num_workers > 1:
+        p.interleave_search = True  # the only deterministic parallel mode
+    p.relative_gap_limit = options.gap_limit
+    p.log_search_progress = False
+    status = solver.solve(model)
+    name = solver.status_name(status)
+    if name == "MODEL_INVALID":
+        raise RuntimeError(f"internal error: CP-SAT rejected the model: {model.validate()}")
+    has = name in ("OPTIMAL", "FEASIBLE")
+    wall = solver.wall_time
+    dtime = solver.deterministic_time
+    return CpRun(
+        solver=solver,
+        status=name,
+        objective=solver.objective_value if has else math.nan,
+        bound=solver.best_objective_bound,
+        deterministic_time=dtime,
+        wall_time=wall,
+        hit_wall_cap=wall >= 0.98 * cap and dtime < 0.98 * det_limit and name != "OPTIMAL",
+    )
+
+
+def export(model: cp_model.CpModel, path: Path | None) -> None:
+    """Write the model proto (text if the name ends in .txt / .pbtxt, else binary)."""
+    if path is None:
+        return
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not model.export_to_file(str(path)):
+        raise PlanError(f"could not write the CP-SAT model to {path}")

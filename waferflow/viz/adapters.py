@@ -1,0 +1,256 @@
+"""Views from the toolkit's own objects: a ``Plan``, a ``SimResult`` and a ``Wafer``.
+
+Only attributes are read (no simulator code runs), so the types are imported for type
+checking only and this module imports neither matplotlib nor the simulator.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from enum import Enum
+from typing import TYPE_CHECKING
+
+from waferflow.viz.data import (
+    DETAIL_LIMIT,
+    UNASSIGNED,
+    LinkLoad,
+    LinkView,
+    MemoryView,
+    PlacementView,
+    Region,
+    Span,
+    SpanKind,
+    TimelineView,
+    VizError,
+)
+
+if TYPE_CHECKING:
+    from waferflow.backend_sim.results import SimResult
+    from waferflow.ir.plan import Actor, Plan
+    from waferflow.ir.target.wafer import Wafer
+
+_PS = 1e-12  # seconds per picosecond
+_MAX_STAGE_REGIONS = 64
+
+
+class LabelBy(Enum):
+    """What colours a placement map: each core shows the label of its heaviest actor
+    (most FLOPs; ties to the lower actor id)."""
+
+    AUTO = "auto"  # stage when the plan is pipelined, else layer, else module
+    STAGE = "stage"
+    LAYER = "layer"
+    MODULE = "module"
+    OP_KIND = "op_kind"
+
+
+def _resolve(by: LabelBy, plan: Plan) -> LabelBy:
+    if by is not LabelBy.AUTO:
+        return by
+    if len({a.stage for a in plan.actors}) > 1:
+        return LabelBy.STAGE
+    if any(a.layer for a in plan.actors):
+        return LabelBy.LAYER
+    return LabelBy.MODULE
+
+
+def _label_of(a: Actor, by: LabelBy) -> str:
+    if by is LabelBy.STAGE:
+        return f"stage {a.stage}"
+    if by is LabelBy.OP_KIND:
+        return a.op_kind.value
+    if by is LabelBy.LAYER:
+        return a.layer or a.module or a.name
+    return a.module or a.layer or a.name
+
+
+def _check_fits(plan: Plan, wafer: Wafer) -> None:
+    n = wafer.rows * wafer.cols
+    for a in plan.actors:
+        if not 0 <= a.core < n:
+            raise VizError(
+                f"plan {plan.name!r}: actor {a.id} ({a.name!r}) is on core {a.core}, not on "
+                f"wafer {wafer.name!r} ({wafer.rows}x{wafer.cols}); pass the plan's wafer"
+            )
+
+
+def placement_view(plan: Plan, wafer: Wafer, by: LabelBy = LabelBy.AUTO) -> PlacementView:
+    """Each core coloured by the label (stage, layer, module or op kind) of its heaviest
+    actor; pipelined plans also get one region per stage (the box around its cores)."""
+    _check_fits(plan, wafer)
+    by = _resolve(by, plan)
+    best: dict[int, Actor] = {}
+    for a in plan.actors:
+        cur = best.get(a.core)
+        if cur is None or a.flops > cur.flops:  # ties keep the earlier (lower id) actor
+            best[a.core] = a
+    if by is LabelBy.STAGE:
+        stages = sorted({a.stage for a in best.values()})
+        names = [f"stage {s}" for s in stages]
+    else:
+        names = []
+        for a in sorted(best.values(), key=lambda a: a.id):
+            name = _label_of(a, by)
+            if name not in names:
+                names.append(name)
+    index = {name: i for i, name in enumerate(names)}
+    grid = [UNASSIGNED] * (wafer.rows * wafer.cols)
+    for core, a in best.items():
+        grid[core] = index[_label_of(a, by)]
+    return PlacementView(
+        rows=wafer.rows,
+        cols=wafer.cols,
+        core_label=tuple(grid),
+        labels=tuple(names),
+        die_rows=wafer.die_rows,
+        die_cols=wafer.die_cols,
+        dead=frozenset(wafer.dead_cores),
+        regions=_stage_regions(plan, wafer.cols),
+        title=f"{plan.name} on {wafer.name}: placement by {by.value}",
+    )
+
+
+def _stage_regions(plan: Plan, cols: int) -> tuple[Region, ...]:
+    boxes: dict[int, list[int]] = {}
+    for a in plan.actors:
+        r, c = divmod(a.core, cols)
+        box = boxes.setdefault(a.stage, [r, c, r, c])
+        box[0], box[1] = min(box[0], r), min(box[1], c)
+        box[2], box[3] = max(box[2], r), max(box[3], c)
+    if not 1 < len(boxes) <= _MAX_STAGE_REGIONS:
+        return ()
+    return tuple(
+        Region(f"stage {s}", r0, c0, r1 + 1, c1 + 1)
+        for s, (r0, c0, r1, c1) in sorted(boxes.items())
+    )
+
+
+def link_view(result: SimResult, wafer: Wafer | None = None) -> LinkView:
+    """Every link that carried traffic, with its utilisation (busy time / step time,
+    clipped to [0, 1]); on a mesh or torus small enough to draw link by link, the idle
+    links are added too so the fabric shows."""
+    wafer = wafer or result.wafer
+    used: set[tuple[tuple[int, int], tuple[int, int]]] = set()
+    links: list[LinkLoad] = []
+    for lk in result.links:
+        src, dst = tuple(lk.src), tuple(lk.dst)
+        used.add((src, dst))
+        links.append(LinkLoad(src, dst, min(max(lk.utilisation, 0.0), 1.0), lk.bytes, bool(lk.d2d)))
+    if wafer.topology.value in ("mesh", "torus") and max(wafer.rows, wafer.cols) <= DETAIL_LIMIT:
+        for link in wafer.links():
+            src, dst = tuple(link.src), tuple(link.dst)
+            # wrap-around links of a torus would cross the whole picture: only used ones
+            near = abs(src[0] - dst[0]) + abs(src[1] - dst[1]) == 1
+            if near and (src, dst) not in used:
+                links.append(LinkLoad(src, dst, 0.0, 0, bool(link.is_d2d)))
+    return LinkView(
+        rows=wafer.rows,
+        cols=wafer.cols,
+        links=tuple(links),
+        die_rows=wafer.die_rows,
+        die_cols=wafer.die_cols,
+        dead=frozenset(wafer.dead_cores),
+        title=f"{result.plan.name} on {wafer.name}: links",
+    )
+
+
+def timeline_view(plan: Plan, result: SimResult) -> TimelineView:
+    """One track per core that runs actors: its actors as compute spans (phase from the
+    actor), its outgoing messages as sends (first hop) and incoming ones as receives
+    (last hop), and waits for late inputs between actors as WAIT spans."""
+    n = len(plan.actors)
+    if len(result.actor_start_ps) != n or len(result.msg_arrive_ps) != len(plan.messages):
+        raise VizError(
+            f"timeline: result has {len(result.actor_start_ps)} actors and "
+            f"{len(result.msg_arrive_ps)} messages but plan {plan.name!r} has {n} and "
+            f"{len(plan.messages)}; pass the plan that was simulated"
+        )
+    cols = result.wafer.cols
+    cores = plan.cores
+    track = {c: i for i, c in enumerate(cores)}
+    start, end = result.actor_start_ps, result.actor_end_ps
+    actors = plan.actors
+    spans: list[Span] = []
+    for a in actors:
+        spans.append(
+            Span(track[a.core], start[a.id] * _PS, end[a.id] * _PS, SpanKind.COMPUTE,
+                 a.name, a.phase.value)
+        )  # fmt: skip
+
+    incoming: dict[int, list[int]] = defaultdict(list)
+    occupancy = result.link_occupancy
+    for m in plan.messages:
+        src, dst = actors[m.src_actor], actors[m.dst_actor]
+        if src.core == dst.core:
+            continue  # stays in the core's memory: no traffic
+        incoming[m.dst_actor].append(m.id)
+        hops = occupancy[m.id] if occupancy else ((), (), ())
+        if hops[0]:
+            send = (hops[1][0], hops[2][0])
+            recv = (hops[1][-1], hops[2][-1])
+        else:
+            send = recv = (result.msg_data_start_ps[m.id], result.msg_arrive_ps[m.id])
+        label = f"{src.name}->{dst.name}"
+        phase = src.phase.value
+        spans.append(
+            Span(track[src.core], send[0] * _PS, send[1] * _PS, SpanKind.SEND, label, phase)
+        )
+        spans.append(
+            Span(track[dst.core], recv[0] * _PS, recv[1] * _PS, SpanKind.RECV, label, phase)
+        )
+
+    arrive = result.msg_arrive_ps
+    for core in cores:
+        prev_end = 0
+        for aid in plan.order_of(core):
+            if start[aid] > prev_end and incoming[aid]:
+                latest = max(arrive[m] for m in incoming[aid])
+                if latest > prev_end:
+                    stop = min(start[aid], latest)
+                    spans.append(
+                        Span(track[core], prev_end * _PS, stop * _PS, SpanKind.WAIT,
+                             f"wait for {actors[aid].name}")
+                    )  # fmt: skip
+            prev_end = max(prev_end, end[aid])
+
+    return TimelineView(
+        tracks=tuple(f"core {c} {divmod(c, cols)}" for c in cores) or ("(no cores)",),
+        spans=tuple(spans),
+        step_time_s=result.step_time_ps * _PS,
+        title=f"{plan.name} on {result.wafer.name}: timeline",
+    )
+
+
+def memory_view(result: SimResult, wafer: Wafer | None = None) -> MemoryView:
+    """Each core's peak memory from the simulation against its SRAM (cores that run
+    nothing use 0); coarse nodes with dead fine cores get their reduced capacity."""
+    wafer = wafer or result.wafer
+    n = wafer.rows * wafer.cols
+    used = [0] * n
+    for c in result.cores:
+        if not 0 <= c.core < n:
+            raise VizError(
+                f"memory: core {c.core} of the result is not on wafer {wafer.name!r} "
+                f"({wafer.rows}x{wafer.cols}); pass the simulated wafer"
+            )
+        used[c.core] = c.peak_mem_bytes
+    capacity: tuple[int, ...] = ()
+    if wafer.partial_cores:
+        caps = [wafer.sram_bytes] * n
+        for coord, _alive in wafer.partial_cores:
+            caps[wafer.core_id(coord)] = max(1, wafer.core_sram_bytes(coord))
+        capacity = tuple(caps)
+    return MemoryView(
+        rows=wafer.rows,
+        cols=wafer.cols,
+        used_bytes=tuple(used),
+        capacity_bytes=wafer.sram_bytes,
+        dead=frozenset(wafer.dead_cores),
+        die_rows=wafer.die_rows,
+        die_cols=wafer.die_cols,
+        title=f"{result.plan.name} on {wafer.name}: memory",
+        core_capacity=capacity,
+    )
+
+
+__all__ = ["LabelBy", "link_view", "memory_view", "placement_view", "timeline_view"]

@@ -1,0 +1,293 @@
+"""What the pictures draw: small frozen dataclasses of plain data.
+
+These views know nothing about the simulator or the IR, so a plot can be made from a
+hand-written example, a saved JSON result or the adapters in ``waferflow.viz.adapters``.
+Grids are ``rows x cols`` cores numbered row-major (``core = row * cols + col``),
+coordinates are ``(row, col)`` and row 0 is drawn at the top. This module does not
+import matplotlib.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+
+import numpy as np
+
+from waferflow.errors import WaferflowError
+
+Coord = tuple[int, int]
+
+UNASSIGNED = -1  # label index of a core that runs nothing
+# Above this many cores on a side the plots draw images and regions, not single cores.
+DETAIL_LIMIT = 64
+PHASES = ("fwd", "bwd", "opt", "")
+_UTIL_SLACK = 1e-6  # utilisations a rounding error above 1 are accepted
+
+
+class VizError(WaferflowError):
+    """A view that cannot be drawn (bad sizes, coordinates out of the grid, ...) or an
+    output path with an unsupported suffix."""
+
+
+def _check_grid(rows: int, cols: int, die_rows: int, die_cols: int, what: str) -> None:
+    if rows < 1 or cols < 1:
+        raise VizError(f"{what}: grid must be at least 1x1, got {rows}x{cols}")
+    if not 1 <= die_rows <= rows or not 1 <= die_cols <= cols:
+        raise VizError(
+            f"{what}: die grid {die_rows}x{die_cols} must be between 1x1 and the core grid "
+            f"{rows}x{cols}"
+        )
+
+
+def _check_coord(coord: Coord, rows: int, cols: int, what: str) -> None:
+    r, c = coord
+    if not (0 <= r < rows and 0 <= c < cols):
+        raise VizError(f"{what}: coordinate {coord} is outside the {rows}x{cols} grid")
+
+
+@dataclass(frozen=True, slots=True)
+class Region:
+    """A named rectangle of cores, rows ``r0 .. r1 - 1`` and columns ``c0 .. c1 - 1``
+    (half-open, like a slice)."""
+
+    name: str
+    r0: int
+    c0: int
+    r1: int
+    c1: int
+
+    def __post_init__(self) -> None:
+        if self.r1 <= self.r0 or self.c1 <= self.c0:
+            raise VizError(
+                f"region {self.name!r}: empty rectangle rows [{self.r0}, {self.r1}) "
+                f"cols [{self.c0}, {self.c1}); r1 and c1 are exclusive bounds"
+            )
+
+
+@dataclass(frozen=True)
+class PlacementView:
+    """Which label (module, stage, op group) each core runs.
+
+    ``core_label[core]`` is an index into ``labels`` or ``UNASSIGNED`` (-1).
+    """
+
+    rows: int
+    cols: int
+    core_label: tuple[int, ...]
+    labels: tuple[str, ...]
+    die_rows: int = 1
+    die_cols: int = 1
+    dead: frozenset[Coord] = field(default_factory=frozenset)
+    regions: tuple[Region, ...] = ()
+    title: str = "placement"
+
+    def __post_init__(self) -> None:
+        _check_grid(self.rows, self.cols, self.die_rows, self.die_cols, "placement view")
+        if len(self.core_label) != self.rows * self.cols:
+            raise VizError(
+                f"placement view: core_label has {len(self.core_label)} entries, expected "
+                f"rows * cols = {self.rows * self.cols}"
+            )
+        if self.core_label:
+            arr = np.asarray(self.core_label, dtype=np.int64)
+            lo, hi = int(arr.min()), int(arr.max())
+            if lo < UNASSIGNED or hi >= len(self.labels):
+                raise VizError(
+                    f"placement view: label indices span [{lo}, {hi}] but there are "
+                    f"{len(self.labels)} labels (use -1 for an unassigned core)"
+                )
+        for coord in self.dead:
+            _check_coord(coord, self.rows, self.cols, "placement view dead core")
+        for reg in self.regions:
+            if reg.r0 < 0 or reg.c0 < 0 or reg.r1 > self.rows or reg.c1 > self.cols:
+                raise VizError(
+                    f"placement view: region {reg.name!r} [{reg.r0}:{reg.r1}, "
+                    f"{reg.c0}:{reg.c1}] leaves the {self.rows}x{self.cols} grid"
+                )
+
+    @classmethod
+    def from_assignment(
+        cls,
+        rows: int,
+        cols: int,
+        assignment: Mapping[int, str] | Mapping[Coord, str],
+        *,
+        die_rows: int = 1,
+        die_cols: int = 1,
+        dead: Iterable[Coord] = (),
+        regions: Iterable[Region] = (),
+        title: str = "placement",
+    ) -> PlacementView:
+        """Build a view from ``{core id or (row, col): label name}``; labels are numbered
+        in order of their first core so the colours do not depend on dict order."""
+        by_core: dict[int, str] = {}
+        for key, name in assignment.items():
+            if isinstance(key, tuple):
+                _check_coord(key, rows, cols, "placement assignment")
+                core = key[0] * cols + key[1]
+            elif 0 <= key < rows * cols:
+                core = key
+            else:
+                raise VizError(f"placement assignment: core {key} is outside a {rows}x{cols} grid")
+            by_core[core] = name
+        labels: dict[str, int] = {}
+        out = [UNASSIGNED] * (rows * cols)
+        for core in sorted(by_core):
+            out[core] = labels.setdefault(by_core[core], len(labels))
+        return cls(
+            rows=rows,
+            cols=cols,
+            core_label=tuple(out),
+            labels=tuple(labels),
+            die_rows=die_rows,
+            die_cols=die_cols,
+            dead=frozenset(dead),
+            regions=tuple(regions),
+            title=title,
+        )
+
+    def label_array(self) -> np.ndarray:
+        """The labels as a ``rows x cols`` int array (-1 = unassigned)."""
+        return np.asarray(self.core_label, dtype=np.int32).reshape(self.rows, self.cols)
+
+
+@dataclass(frozen=True, slots=True)
+class LinkLoad:
+    """Traffic on one direction of one link over a step."""
+
+    src: Coord
+    dst: Coord
+    utilisation: float  # busy time / step time, 0..1
+    bytes: int
+    is_d2d: bool = False  # crosses a die boundary
+
+    def __post_init__(self) -> None:
+        u = self.utilisation
+        if not (math.isfinite(u) and 0.0 <= u <= 1.0 + _UTIL_SLACK):
+            raise VizError(f"link {self.src}->{self.dst}: utilisation {u} is not in [0, 1]")
+        if self.bytes < 0:
+            raise VizError(f"link {self.src}->{self.dst}: negative byte count {self.bytes}")
+        if self.src == self.dst:
+            raise VizError(f"link {self.src}->{self.dst}: a link joins two different cores")
+
+
+@dataclass(frozen=True)
+class LinkView:
+    rows: int
+    cols: int
+    links: tuple[LinkLoad, ...]
+    die_rows: int = 1
+    die_cols: int = 1
+    dead: frozenset[Coord] = field(default_factory=frozenset)
+    title: str = "link utilisation"
+
+    def __post_init__(self) -> None:
+        _check_grid(self.rows, self.cols, self.die_rows, self.die_cols, "link view")
+        for link in self.links:
+            _check_coord(link.src, self.rows, self.cols, "link view link source")
+            _check_coord(link.dst, self.rows, self.cols, "link view link destination")
+        for coord in self.dead:
+            _check_coord(coord, self.rows, self.cols, "link view dead core")
+
+
+class SpanKind(Enum):
+    COMPUTE = "compute"
+    SEND = "send"
+    RECV = "recv"
+    WAIT = "wait"  # stalled: waiting for an input or a buffer (pipeline bubble)
+    IDLE = "idle"  # nothing scheduled
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """One interval of activity on a track (a core, an actor or a stage)."""
+
+    track: int  # index into TimelineView.tracks
+    start_s: float
+    end_s: float
+    kind: SpanKind
+    label: str = ""
+    phase: str = ""  # 'fwd', 'bwd', 'opt' or '' when unknown
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.start_s) and math.isfinite(self.end_s)):
+            raise VizError(f"span {self.label!r}: start and end must be finite seconds")
+        if self.end_s < self.start_s:
+            raise VizError(
+                f"span {self.label!r}: ends ({self.end_s}) before it starts ({self.start_s})"
+            )
+        if self.phase not in PHASES:
+            raise VizError(f"span {self.label!r}: phase {self.phase!r} is not one of {PHASES}")
+
+    @property
+    def duration_s(self) -> float:
+        return self.end_s - self.start_s
+
+
+@dataclass(frozen=True)
+class TimelineView:
+    tracks: tuple[str, ...]
+    spans: tuple[Span, ...]
+    step_time_s: float
+    title: str = "timeline"
+
+    def __post_init__(self) -> None:
+        if not self.tracks:
+            raise VizError("timeline view: no tracks to draw")
+        if not (math.isfinite(self.step_time_s) and self.step_time_s >= 0):
+            raise VizError(f"timeline view: step time {self.step_time_s} is not >= 0 seconds")
+        for span in self.spans:
+            if not 0 <= span.track < len(self.tracks):
+                raise VizError(
+                    f"timeline view: span {span.label!r} is on track {span.track} but there "
+                    f"are {len(self.tracks)} tracks"
+                )
+
+
+@dataclass(frozen=True)
+class MemoryView:
+    """Peak SRAM use per core against the per-core capacity."""
+
+    rows: int
+    cols: int
+    used_bytes: tuple[int, ...]  # per core, row-major
+    capacity_bytes: int
+    dead: frozenset[Coord] = field(default_factory=frozenset)
+    die_rows: int = 1
+    die_cols: int = 1
+    title: str = "memory"
+    # per-core capacities when they differ (a coarse node with dead fine cores has less);
+    # empty means every core has capacity_bytes
+    core_capacity: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        _check_grid(self.rows, self.cols, self.die_rows, self.die_cols, "memory view")
+        if len(self.used_bytes) != self.rows * self.cols:
+            raise VizError(
+                f"memory view: used_bytes has {len(self.used_bytes)} entries, expected "
+                f"rows * cols = {self.rows * self.cols}"
+            )
+        if self.capacity_bytes <= 0:
+            raise VizError(f"memory view: capacity_bytes must be > 0, got {self.capacity_bytes}")
+        if self.used_bytes and min(self.used_bytes) < 0:
+            raise VizError("memory view: used_bytes has a negative entry")
+        if self.core_capacity and len(self.core_capacity) != self.rows * self.cols:
+            raise VizError(
+                f"memory view: core_capacity has {len(self.core_capacity)} entries, expected "
+                f"rows * cols = {self.rows * self.cols} (or none)"
+            )
+        if self.core_capacity and min(self.core_capacity) <= 0:
+            raise VizError("memory view: core_capacity entries must be > 0")
+        for coord in self.dead:
+            _check_coord(coord, self.rows, self.cols, "memory view dead core")
+
+    def fraction_array(self) -> np.ndarray:
+        """Use / capacity as a ``rows x cols`` float array."""
+        used = np.asarray(self.used_bytes, dtype=np.float64).reshape(self.rows, self.cols)
+        if self.core_capacity:
+            cap = np.asarray(self.core_capacity, dtype=np.float64).reshape(self.rows, self.cols)
+            return used / cap
+        return used / float(self.capacity_bytes)

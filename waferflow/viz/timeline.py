@@ -1,0 +1,192 @@
+"""Timeline: a Gantt chart of compute and communication per track over one step."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from matplotlib.colors import to_rgba
+from matplotlib.patches import Patch
+
+from waferflow.viz import _render as R
+from waferflow.viz.data import Span, SpanKind, TimelineView
+
+PHASE_COLOURS = {"fwd": "#4c72b0", "bwd": "#dd8452", "opt": "#55a868", "": "#8c8c8c"}
+WAIT_COLOUR = "#f3c4c4"  # stalled on an input or a buffer: a bubble the schedule caused
+IDLE_COLOUR = "#e4e4e4"
+GAP_COLOUR = "#f5f5f5"
+# Vertical lanes inside a track (track centre at 0, rows grow downwards):
+# send strip on top, compute in the middle, receive strip at the bottom.
+_LANES = {
+    SpanKind.SEND: (-0.44, 0.14),
+    SpanKind.COMPUTE: (-0.28, 0.56),
+    SpanKind.RECV: (0.30, 0.14),
+    SpanKind.WAIT: (-0.44, 0.88),
+    SpanKind.IDLE: (-0.44, 0.88),
+}
+_ACTIVE = (SpanKind.COMPUTE, SpanKind.SEND, SpanKind.RECV)
+_MAX_SPAN_TEXTS = 300
+
+
+def _colour(kind: SpanKind, phase: str) -> tuple[float, ...]:
+    if kind is SpanKind.WAIT:
+        return to_rgba(WAIT_COLOUR)
+    if kind is SpanKind.IDLE:
+        return to_rgba(IDLE_COLOUR)
+    base = to_rgba(PHASE_COLOURS[phase])
+    if kind is SpanKind.COMPUTE:
+        return base
+    # communication: the phase colour darkened, sends more than receives; they also sit
+    # in their own strips (send on top, receive below)
+    f = 0.55 if kind is SpanKind.SEND else 0.8
+    return (base[0] * f, base[1] * f, base[2] * f, 1.0)
+
+
+def _legend_name(kind: SpanKind, phase: str) -> str:
+    if kind in (SpanKind.WAIT, SpanKind.IDLE):
+        return kind.value
+    where = {SpanKind.SEND: " (top)", SpanKind.RECV: " (bottom)"}.get(kind, "")
+    return f"{phase or 'other'} {kind.value}{where}"
+
+
+def busiest_tracks(view: TimelineView, limit: int) -> list[int]:
+    """The ``limit`` tracks with the most active (compute + send + receive) time, in
+    their original order; ties go to the lower index."""
+    busy = np.zeros(len(view.tracks))
+    for span in view.spans:
+        if span.kind in _ACTIVE:
+            busy[span.track] += span.duration_s
+    order = np.argsort(-busy, kind="stable")[: max(limit, 1)]
+    return sorted(int(i) for i in order)
+
+
+def _gaps(spans: list[Span], end: float) -> list[tuple[float, float]]:
+    """Intervals of [0, end] that no active span covers (bubbles), as (start, width)."""
+    out: list[tuple[float, float]] = []
+    t = 0.0
+    for s in sorted(spans, key=lambda s: (s.start_s, s.end_s)):
+        if s.start_s > t:
+            out.append((t, s.start_s - t))
+        t = max(t, s.end_s)
+    if t < end:
+        out.append((t, end - t))
+    return out
+
+
+def plot_timeline(
+    view: TimelineView,
+    path: str | Path,
+    max_tracks: int = 64,
+    *,
+    dpi: int = 100,
+    shade_idle: bool = True,
+) -> Path:
+    """Draw the step's timeline to ``path`` (.png or .svg) and return the path.
+
+    One row per track; compute in the middle, sends in a strip above, receives below,
+    coloured by phase; waits pale red; with ``shade_idle`` the gaps where a track does
+    nothing are shaded grey so pipeline bubbles stand out. With more than
+    ``max_tracks`` tracks only the busiest are drawn (the title says so).
+    """
+    R.output_path(path)
+    n_all = len(view.tracks)
+    shown = busiest_tracks(view, max_tracks) if n_all > max_tracks else list(range(n_all))
+    row_of = {t: i for i, t in enumerate(shown)}
+    n = len(shown)
+    end = max([view.step_time_s, *(s.end_s for s in view.spans)])
+    scale, unit = R.time_unit(end if end > 0 else 1e-9)
+    x_end = end * scale if end > 0 else 1.0
+
+    height = min(14.0, max(2.6, 1.6 + 0.24 * n))
+    fig = R.new_figure((9.0, height), dpi)
+    ax = fig.add_subplot()
+
+    per_row: dict[int, list[Span]] = {i: [] for i in range(n)}
+    for span in view.spans:
+        row = row_of.get(span.track)
+        if row is not None:
+            per_row[row].append(span)
+
+    handles: list[Patch] = []
+    if shade_idle:
+        for row, spans in per_row.items():
+            gaps = _gaps([s for s in spans if s.kind in _ACTIVE], end)
+            if gaps:
+                ax.broken_barh(
+                    [(a * scale, w * scale) for a, w in gaps],
+                    (row - 0.44, 0.88),
+                    facecolors=GAP_COLOUR,
+                    edgecolors="#d0d0d0",
+                    linewidth=0.3,
+                    hatch="////",
+                    zorder=0,
+                )
+        handles.append(
+            Patch(facecolor=GAP_COLOUR, edgecolor="#b0b0b0", hatch="////", label="idle gap")
+        )
+
+    # one broken_barh per (row, kind, phase): few artists even for many spans
+    groups: dict[tuple[SpanKind, str], dict[int, list[tuple[float, float]]]] = {}
+    for row, spans in per_row.items():
+        for s in spans:
+            bars = groups.setdefault((s.kind, s.phase), {}).setdefault(row, [])
+            bars.append((s.start_s * scale, s.duration_s * scale))
+    kind_order = list(SpanKind)
+    for kind, phase in sorted(groups, key=lambda g: (kind_order.index(g[0]), g[1])):
+        y0, dy = _LANES[kind]
+        colour = _colour(kind, phase)
+        zorder = 1 if kind in (SpanKind.WAIT, SpanKind.IDLE) else 3
+        for row, bars in sorted(groups[(kind, phase)].items()):
+            ax.broken_barh(bars, (row + y0, dy), facecolors=colour, linewidth=0, zorder=zorder)
+        handles.append(Patch(facecolor=colour, label=_legend_name(kind, phase)))
+
+    if n <= 24:
+        _label_spans(ax, per_row, scale, x_end)
+    if view.step_time_s > 0:
+        ax.axvline(view.step_time_s * scale, color="black", ls="--", lw=1.0, zorder=5)
+
+    ax.set_xlim(0, x_end * 1.01)
+    ax.set_ylim(n - 0.5, -0.5)
+    step = max(1, int(np.ceil(n / 64)))
+    ticks = list(range(0, n, step))
+    ax.set_yticks(ticks, [R.shorten(view.tracks[shown[i]], 24) for i in ticks])
+    ax.tick_params(axis="y", labelsize=8 if n <= 32 else 6)
+    ax.tick_params(axis="x", labelsize=8)
+    ax.set_xlabel(f"time ({unit})")
+    ax.grid(axis="x", color="#dddddd", lw=0.5, zorder=-1)
+    ax.set_axisbelow(True)
+    note = f", busiest {n} of {n_all} tracks shown" if n < n_all else f", {n} tracks"
+    ax.set_title(f"{view.title}\nstep {R.format_time(view.step_time_s)}{note}", fontsize=9)
+    fig.legend(
+        handles=handles,
+        loc="outside lower center",
+        ncol=min(len(handles), 6),
+        fontsize=7,
+        frameon=False,
+    )
+    return R.save(fig, path, dpi)
+
+
+def _label_spans(ax, per_row: dict[int, list[Span]], scale: float, x_end: float) -> None:
+    """Name the wide compute spans inside their bars (few tracks only)."""
+    written = 0
+    for row, spans in per_row.items():
+        for s in spans:
+            width = s.duration_s * scale
+            if s.kind is not SpanKind.COMPUTE or not s.label or width < 0.06 * x_end:
+                continue
+            chars = max(3, int(60 * width / x_end))
+            ax.text(
+                (s.start_s + s.duration_s / 2) * scale,
+                row,
+                R.shorten(s.label, chars),
+                ha="center",
+                va="center",
+                fontsize=6,
+                color="white",
+                zorder=4,
+                clip_on=True,
+            )
+            written += 1
+            if written >= _MAX_SPAN_TEXTS:
+                return
