@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.ir.strategies import fingerprint, graphs
 from waferflow.errors import ParseError
@@ -187,3 +188,29 @@ def test_columns_count_characters_not_bytes() -> None:
     with pytest.raises(ParseError) as info:
         parse_graph(text)
     assert (info.value.line, info.value.col) == (3, 17)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_mangled_text_fails_only_with_parse_errors(data: st.DataObject) -> None:
+    text = list((GOLDEN / "mlp_train.ir").read_text(encoding="utf-8"))
+    for _ in range(data.draw(st.integers(1, 3))):
+        at = data.draw(st.integers(0, len(text) - 1))
+        edit = data.draw(st.sampled_from(["delete", "insert", "replace"]))
+        char = data.draw(st.sampled_from('%@{}[](),:="\\#\n -.09aefinx\u00e9'))
+        if edit == "delete":
+            del text[at]
+        elif edit == "insert":
+            text.insert(at, char)
+        else:
+            text[at] = char
+    try:
+        parse_graph("".join(text))
+    except ParseError as err:
+        assert err.line >= 1 and err.col >= 1
+
+
+def test_huge_integers_are_a_parse_error() -> None:
+    text = HEAD + "  %y = relu %x {a=" + "9" * 5000 + "} : f32[2] fwd\n  return %y\n}\n"
+    with pytest.raises(ParseError, match="integer too long"):
+        parse_graph(text)

@@ -36,6 +36,16 @@ def test_from_assignment_numbers_labels_by_first_core() -> None:
     assert view.label_array().tolist() == [[0, 1, -1], [2, -1, 0]]
 
 
+def test_from_assignment_with_fixed_label_order() -> None:
+    view = PlacementView.from_assignment(1, 3, {0: "b", 2: "a"}, labels=("a", "b", "c"))
+    assert view.labels == ("a", "b", "c")
+    assert view.core_label == (1, UNASSIGNED, 0)
+    with pytest.raises(VizError, match="not in labels"):
+        PlacementView.from_assignment(1, 3, {0: "z"}, labels=("a",))
+    with pytest.raises(VizError, match="twice"):
+        PlacementView.from_assignment(1, 3, {0: "a"}, labels=("a", "a"))
+
+
 def test_from_assignment_rejects_cores_off_the_grid() -> None:
     with pytest.raises(VizError, match="outside"):
         PlacementView.from_assignment(2, 2, {4: "x"})

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.viz.images import DPI, colours, count, pixels
+from tests.viz.images import DPI, colours, count, pixels, rgb8
 from waferflow.viz import PlacementView, Region, VizError, plot_placement
 from waferflow.viz import _render as R
 
@@ -20,6 +20,7 @@ def _view(moved: str | None = None, **kw: object) -> PlacementView:
     if moved is not None:
         assignment[(0, 0)] = moved
     args = {
+        "labels": ("stage0", "stage1", "stage2", "stage3", "new"),
         "die_cols": 2,
         "dead": frozenset({(3, 3)}),
         "regions": (Region("pipe", 0, 0, 2, 4),),
@@ -52,12 +53,13 @@ def test_moving_a_core_changes_the_picture(tmp_path: Path) -> None:
 
 
 def test_a_new_label_brings_a_new_colour(tmp_path: Path) -> None:
-    before = pixels(plot_placement(_view(), tmp_path / "a.png", dpi=DPI))
+    four = ("stage0", "stage1", "stage2", "stage3")
+    before = pixels(plot_placement(_view(labels=four), tmp_path / "a.png", dpi=DPI))
     after = pixels(plot_placement(_view(moved="new"), tmp_path / "b.png", dpi=DPI))
-    new = R.label_colour(0)  # "new" owns core 0, so it is numbered first
-    assert R.rgb8 if False else True  # noqa: SIM108 - keep ruff quiet about the helper
-    assert count(after, new) > 0
-    assert colours(after) != colours(before)
+    new = rgb8(R.label_colour(4))
+    assert new not in colours(before)
+    assert new in colours(after)
+    assert count(after, R.label_colour(4)) > 50
 
 
 def test_same_input_same_bytes(tmp_path: Path) -> None:

@@ -24,8 +24,8 @@ from waferflow.mapper.routing import adjacent, link_is_dead, route
 
 
 def die_of(wafer: Wafer, coord: Coord) -> tuple[int, int]:
-    """The die holding ``coord`` (dies cut the grid into die_rows x die_cols parts)."""
-    return (coord[0] * wafer.die_rows // wafer.rows, coord[1] * wafer.die_cols // wafer.cols)
+    """The die holding ``coord``, as ``Wafer.die_of`` (equal dies; no bounds check)."""
+    return (coord[0] // (wafer.rows // wafer.die_rows), coord[1] // (wafer.cols // wafer.die_cols))
 
 
 def crosses_die(wafer: Wafer, a: Coord, b: Coord) -> bool:

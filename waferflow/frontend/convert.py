@@ -41,8 +41,9 @@ _DTYPES: dict[torch.dtype, DType] = {
     torch.complex64: DType.C64,
 }
 
-# argument types that say nothing about the computation on a wafer
+# arguments that say nothing about the computation on a wafer
 _IGNORED_ARG_TYPES = (torch.device, torch.layout, torch.memory_format)
+_IGNORED_ARG_NAMES = frozenset({"device", "layout", "memory_format", "pin_memory", "non_blocking"})
 
 
 class UnknownOpWarning(UserWarning):
@@ -152,6 +153,7 @@ class _Converter:
     def __init__(self, gm: torch.fx.GraphModule, name: str) -> None:
         self.gm = gm
         self.graph = Graph(name)
+        # a node's value, or its results when it returns a tuple (None: absent)
         self.env: dict[torch.fx.Node, Value | tuple[Value | None, ...]] = {}
         self.hints: dict[tuple[torch.fx.Node, int], str] = {}
         self.warned: set[str] = set()
@@ -226,10 +228,10 @@ class _Converter:
             base, index = self.resolve(node)
             got = self.env[base]
             if isinstance(got, tuple):
+                # an absent result (e.g. an input gradient nobody asked for) maps to
+                # no values; it is never used
                 picked = got[index]
-                if picked is None:
-                    raise TraceError(f"fx node {node.name} picks an absent result")
-                self.env[node] = picked
+                self.env[node] = picked if picked is not None else ()
                 return
         phase = self.node_phase(node)
         custom = node.meta.get("custom") or {}
@@ -245,7 +247,7 @@ class _Converter:
                     f"op {prov.aten} has no waferflow op kind; traced as 'opaque' "
                     f"with a guessed cost (FLOPs = output elements)",
                     UnknownOpWarning,
-                    stacklevel=4,
+                    stacklevel=5,
                 )
         else:
             kind, fixed = entry.kind, entry.attrs
@@ -253,6 +255,8 @@ class _Converter:
         attrs: dict[str, AttrValue] = dict(fixed)
         operands: list[Value] = []
         for arg_name, value, optional_tensor in _named_args(node):
+            if arg_name in _IGNORED_ARG_NAMES:
+                continue
             if _has_node(value):
                 operands.extend(self.operands(value))
                 continue

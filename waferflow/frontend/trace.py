@@ -128,7 +128,7 @@ def _path_name(path: tuple[Any, ...]) -> str:
     return ".".join(parts) if parts else "out"
 
 
-def _default_loss(output: Any, *inputs: Any) -> torch.Tensor:
+def default_loss(output: Any, *inputs: Any) -> torch.Tensor:
     """Mean of the first floating-point output tensor: every output element gets a gradient."""
     for leaf in pytree.tree_leaves(output):
         if isinstance(leaf, torch.Tensor) and leaf.is_floating_point():
@@ -223,7 +223,7 @@ def trace(
         _module_mode(model, train),
     ):
         if train:
-            step = _train_step(model, layout, scopes, opt, loss_fn or _default_loss)
+            step = _train_step(model, layout, scopes, opt, loss_fn or default_loss)
         else:
             step = _infer_step(model, layout)
         try:

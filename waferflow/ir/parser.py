@@ -296,7 +296,7 @@ class _Parser:
         if tok[0] == _COST:
             m = _COST_RE.fullmatch(tok[1])
             assert m is not None  # the token regex matched the same shape
-            cost = Cost(int(m[1]), int(m[2]), int(m[3]))
+            cost = Cost(*(self.int_of(m[j], tok[2]) for j in (1, 2, 3)))
             self.i += 1
         elif tok[0] == _WORD and tok[1] == "cost":
             cost = self.parse_cost()
@@ -383,14 +383,14 @@ class _Parser:
             offset = bracket + 1
             for part in inner.split(","):
                 stripped = part.strip()
+                col = pos + offset + (len(part) - len(part.lstrip()))
                 if not stripped.isascii() or not stripped.isdigit():
-                    col = pos + offset + (len(part) - len(part.lstrip()))
                     raise self.error(
                         f"bad dimension {stripped!r} in type {text}: dimensions are "
                         f"non-negative integers",
                         col,
                     )
-                dims.append(int(stripped))
+                dims.append(self.int_of(stripped, col))
                 offset += len(part) + 1
         return TensorType(tuple(dims), dtype)
 
@@ -472,12 +472,18 @@ class _Parser:
     def number_of(self, tok: Token) -> int | float:
         text = tok[1]
         if _INT_RE.fullmatch(text):
-            return int(text)
+            return self.int_of(text, tok[2])
         if text == "-inf":
             return float("-inf")
         if _FLOAT_RE.fullmatch(text):
             return float(text)
         raise self.error(f"bad number {text!r}", tok[2])
+
+    def int_of(self, text: str, pos: int) -> int:
+        try:
+            return int(text)
+        except ValueError:  # Python refuses to convert more than ~4300 digits
+            raise self.error(f"integer too long ({len(text)} digits)", pos) from None
 
     def string_of(self, tok: Token) -> str:
         text = tok[1]
@@ -516,7 +522,7 @@ class _Parser:
             num = self.advance()
             if num[0] != _NUM or not _INT_RE.fullmatch(num[1]):
                 raise self.unexpected(num, f"an integer for {key_tok[1]}")
-            found[key_tok[1]] = int(num[1])
+            found[key_tok[1]] = self.int_of(num[1], num[2])
             sep = self.advance()
             if sep[0] == _PUNCT and sep[1] == ")":
                 break

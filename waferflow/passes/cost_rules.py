@@ -37,7 +37,7 @@ def _operand(op: Op, index: int) -> TensorType:
     if len(op.operands) <= index:
         raise PassError(
             f"cannot cost {_where(op)}: it has {len(op.operands)} operand(s), "
-            f"the rule for {op.kind.value} reads operand {index}; run the verifier "
+            f"the rule for {op.kind.value} needs operand {index}; run the verifier "
             "(--verify-each) to find how the graph was broken"
         )
     return op.operands[index].type
@@ -74,6 +74,7 @@ def ir_flops(op: Op) -> int:
     kind = op.kind
     transpose_a = op.attrs.get("transpose_a") is True
     if kind in (OpKind.MATMUL, OpKind.BMM):
+        _operand(op, 1)
         return 2 * _out_numel(op) * _contracted_dim(op, _operand(op, 0), transpose_a)
     if kind in (OpKind.ADDMM, OpKind.BADDBMM):
         _operand(op, 2)

@@ -108,9 +108,11 @@ def die_cuts(n: int, parts: int) -> list[int]:
     return [k * n // parts for k in range(1, parts)]
 
 
-def draw_dies(ax: Axes, rows: int, cols: int, die_rows: int, die_cols: int) -> None:
+def draw_dies(
+    ax: Axes, rows: int, cols: int, die_rows: int, die_cols: int, zorder: float = 6
+) -> None:
     """Die boundaries as thick lines (only the inner ones; the frame is the axes)."""
-    style = {"colors": "black", "linewidths": 3.0, "zorder": 6}
+    style = {"colors": "black", "linewidths": 3.0, "zorder": zorder}
     rcuts = [r - 0.5 for r in die_cuts(rows, die_rows)]
     ccuts = [c - 0.5 for c in die_cuts(cols, die_cols)]
     if rcuts:

@@ -87,12 +87,12 @@ def placement_view(plan: Plan, wafer: Wafer, by: LabelBy = LabelBy.AUTO) -> Plac
     if by is LabelBy.STAGE:
         stages = sorted({a.stage for a in best.values()})
         names = [f"stage {s}" for s in stages]
-    else:
-        names = []
-        for a in sorted(best.values(), key=lambda a: a.id):
-            name = _label_of(a, by)
-            if name not in names:
-                names.append(name)
+    else:  # program order: by the first actor that carries each label
+        first: dict[str, int] = {}
+        for a in plan.actors:
+            first.setdefault(_label_of(a, by), a.id)
+        shown = {_label_of(a, by) for a in best.values()}
+        names = sorted(shown, key=first.__getitem__)
     index = {name: i for i, name in enumerate(names)}
     grid = [UNASSIGNED] * (wafer.rows * wafer.cols)
     for core, a in best.items():

@@ -10,7 +10,7 @@ import matplotlib.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -115,14 +115,18 @@ class PlacementView:
         cols: int,
         assignment: Mapping[int, str] | Mapping[Coord, str],
         *,
+        labels: Sequence[str] | None = None,
         die_rows: int = 1,
         die_cols: int = 1,
         dead: Iterable[Coord] = (),
         regions: Iterable[Region] = (),
         title: str = "placement",
     ) -> PlacementView:
-        """Build a view from ``{core id or (row, col): label name}``; labels are numbered
-        in order of their first core so the colours do not depend on dict order."""
+        """Build a view from ``{core id or (row, col): label name}``.
+
+        ``labels`` fixes the legend order (and so the colours: give the same list to
+        compare two placements); by default labels are numbered in order of their first
+        core, so the colours do not depend on dict order."""
         by_core: dict[int, str] = {}
         for key, name in assignment.items():
             if isinstance(key, tuple):
@@ -133,15 +137,23 @@ class PlacementView:
             else:
                 raise VizError(f"placement assignment: core {key} is outside a {rows}x{cols} grid")
             by_core[core] = name
-        labels: dict[str, int] = {}
+        index: dict[str, int] = {name: i for i, name in enumerate(labels or ())}
+        if labels is not None and len(index) != len(labels):
+            raise VizError("placement assignment: labels lists a name twice")
         out = [UNASSIGNED] * (rows * cols)
         for core in sorted(by_core):
-            out[core] = labels.setdefault(by_core[core], len(labels))
+            name = by_core[core]
+            if labels is not None and name not in index:
+                raise VizError(
+                    f"placement assignment: core {core} has label {name!r}, which is not in "
+                    "labels; add it or leave labels out"
+                )
+            out[core] = index.setdefault(name, len(index))
         return cls(
             rows=rows,
             cols=cols,
             core_label=tuple(out),
-            labels=tuple(labels),
+            labels=tuple(index),
             die_rows=die_rows,
             die_cols=die_cols,
             dead=frozenset(dead),

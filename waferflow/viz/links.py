@@ -93,7 +93,8 @@ def plot_links(
         k = _draw_image(ax, view, arr, top, norm, cmap, dead)
         pooled = f", pixel = max of {k}x{k} cores" if k > 1 else ""
         note = f"colour = busiest outgoing link per core{pooled}; top {len(top)} circled"
-    R.draw_dies(ax, rows, cols, view.die_rows, view.die_cols)
+    # under the arrows on small grids so that links across a die edge stay visible
+    R.draw_dies(ax, rows, cols, view.die_rows, view.die_cols, zorder=2.5 if small else 6)
 
     cbar = fig.colorbar(
         ScalarMappable(norm=norm, cmap=cmap), ax=ax, shrink=0.85, format=PercentFormatter(1.0)
@@ -168,9 +169,10 @@ def _draw_arrows(ax, view, arr: _Arrays, top, norm, cmap, dead) -> None:
             **style,
         )
     handles = [Line2D([], [], color=IDLE_COLOUR, lw=2, label="idle link")] if idle.any() else []
-    if arr.d2d.any():
-        mid = tail[arr.d2d] + vec[arr.d2d] / 2
-        size = (0.22 * R.cell_points(rows, cols)) ** 2
+    marked = arr.d2d & ~idle  # idle die-to-die links are plain to see on the die edge
+    if marked.any():
+        mid = tail[marked] + vec[marked] / 2
+        size = min(0.13 * R.cell_points(rows, cols), 7.0) ** 2
         ax.scatter(
             mid[:, 0], mid[:, 1], s=size, marker="D", facecolor="white", edgecolor="black",
             linewidths=0.6, zorder=6,
@@ -179,7 +181,7 @@ def _draw_arrows(ax, view, arr: _Arrays, top, norm, cmap, dead) -> None:
             Line2D([], [], ls="", marker="D", mfc="white", mec="black", label="die-to-die")
         )
     if top:
-        handles.append(Line2D([], [], color="black", lw=3, label="hottest (outlined)"))
+        handles.append(Line2D([], [], color="black", lw=3, label=f"{len(top)} hottest (outlined)"))
     fontsize = max(5.0, min(8.0, 0.3 * R.cell_points(rows, cols)))
     for i in top:
         anchor = tail[i] + vec[i] / 2 + normal[i] * 0.22

@@ -35,16 +35,14 @@ from typing import TYPE_CHECKING
 
 from waferflow.errors import ConfigError
 from waferflow.ir.target.parts import Coord, LinkSpec, Topology
+from waferflow.ir.target.validate import divisors
 
 if TYPE_CHECKING:
     from waferflow.ir.target.wafer import Wafer
 
 
 def _common_divisors(*ns: int) -> list[int]:
-    g = 0
-    for n in ns:
-        g = math.gcd(g, n)
-    return [d for d in range(1, g + 1) if g % d == 0]
+    return divisors(math.gcd(*ns))
 
 
 def coarsen(w: Wafer, k: int) -> Wafer:
@@ -153,9 +151,13 @@ def _crossing(w: Wafer, a: Coord, b: Coord, k: int) -> list[tuple[Coord, Coord]]
 
 def with_dead_cores(w: Wafer, fraction: float, seed: int) -> Wafer:
     if isinstance(fraction, bool) or not isinstance(fraction, int | float) or not 0 <= fraction < 1:
-        raise ConfigError(f"faults.random_dead_fraction must be in [0, 1), got {fraction!r}")
+        raise ConfigError(
+            f"with_dead_cores: the fraction (faults.random_dead_fraction) must be in [0, 1), got {fraction!r}"
+        )
     if isinstance(seed, bool) or not isinstance(seed, int):
-        raise ConfigError(f"faults.seed must be an integer, got {seed!r}")
+        raise ConfigError(
+            f"with_dead_cores: the seed (faults.seed) must be an integer, got {seed!r}"
+        )
     n = w.num_cores
     target = min(round(fraction * n), n - 1)
     need = target - len(w.dead_cores)

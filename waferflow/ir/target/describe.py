@@ -25,8 +25,8 @@ def headline_dtype(w: Wafer) -> DType:
 
 def _link(spec: LinkSpec, clock_hz: float) -> str:
     cycles = spec.latency * clock_hz
-    cyc = f" ({cycles:.3g} cycles)" if spec.latency > 0 else ""
-    return f"{fmt_si(spec.bandwidth, 'B/s')} per direction, {fmt_si(spec.latency, 's')} per hop{cyc}"
+    cyc = f" ({cycles:.4g} cycle{'' if cycles == 1 else 's'})" if spec.latency > 0 else ""
+    return f"{fmt_si(spec.bandwidth, 'B/s', 4)} per direction, {fmt_si(spec.latency, 's', 4)} per hop{cyc}"
 
 
 def _flow(flow: FlowControl | None) -> str:
@@ -34,7 +34,11 @@ def _flow(flow: FlowControl | None) -> str:
         return "none (messages stream at link bandwidth)"
     buffers = "unbounded" if flow.buffers_per_core == 0 else str(flow.buffers_per_core)
     streams = "unlimited" if flow.max_streams == 0 else str(flow.max_streams)
-    handshake = f"req/ack, req resent after {flow.retry_cycles} cycles" if flow.handshake else "no handshake"
+    handshake = (
+        f"req/ack, req resent after {flow.retry_cycles} cycles"
+        if flow.handshake
+        else "no handshake"
+    )
     return (
         f"{flow.packet_bytes} B packets + {flow.header_packets} header packet(s), {handshake}, "
         f"input buffers {buffers}, streams per core {streams}"
@@ -51,24 +55,35 @@ def describe(w: Wafer) -> str:
 
     row("grid", f"{w.rows} x {w.cols} = {fmt_count(w.num_cores)} cores, {w.topology.value}")
     if k > 1:
-        row("coarse view", f"{k} x {k} fine cores per node ({fmt_count(w.num_cores * k * k)} fine cores)")
+        row(
+            "coarse view",
+            f"{k} x {k} fine cores per node ({fmt_count(w.num_cores * k * k)} fine cores)",
+        )
     row("dies", f"{w.die_rows} x {w.die_cols} = {w.num_dies}, {dh} x {dw} cores each")
-    row("clock", fmt_si(w.clock_hz, "Hz"))
+    row("clock", fmt_si(w.clock_hz, "Hz", 4))
     listed = dict(w.peak_flops)
     for d in DType:
         if d in listed:
             row(
                 f"peak {d.value}",
-                f"{fmt_si(listed[d], 'FLOP/s')} per core ({listed[d] / w.clock_hz:.4g} FLOP/cycle), "
-                f"{fmt_si(w.total_peak_flops(d), 'FLOP/s')} in total",
+                f"{fmt_si(listed[d], 'FLOP/s', 4)} per core ({listed[d] / w.clock_hz:.6g} FLOP/cycle), "
+                f"{fmt_si(w.total_peak_flops(d), 'FLOP/s', 4)} in total",
             )
     missing = [d for d in (DType.F32, DType.BF16, DType.F16) if d not in listed]
     if missing:
-        row("peak fallback", ", ".join(f"{d.value} uses {fmt_si(w.peak(d), 'FLOP/s')}" for d in missing))
+        row(
+            "peak fallback",
+            ", ".join(f"{d.value} uses {fmt_si(w.peak(d), 'FLOP/s', 4)}" for d in missing),
+        )
     row("SRAM", f"{fmt_bytes(w.sram_bytes)} per core, {fmt_bytes(w.total_sram())} in total")
-    row("SRAM BW", f"{fmt_si(w.sram_bandwidth, 'B/s')} per core")
+    row("SRAM BW", f"{fmt_si(w.sram_bandwidth, 'B/s', 4)} per core")
     row("link", _link(w.link, w.clock_hz))
-    row("d2d link", "none (die boundaries use the on-die link)" if w.d2d_link is None else _link(w.d2d_link, w.clock_hz))
+    row(
+        "d2d link",
+        "none (die boundaries use the on-die link)"
+        if w.d2d_link is None
+        else _link(w.d2d_link, w.clock_hz),
+    )
     row("links", f"{fmt_count(w.num_links())} usable directed links")
     faults = f"{fmt_count(len(w.dead_cores))} dead cores, {fmt_count(len(w.dead_links))} dead links"
     if w.partial_cores:

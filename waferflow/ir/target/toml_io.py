@@ -77,7 +77,14 @@ from waferflow.ir.target.parts import Coord, FlowControl, LinkSpec, Topology
 from waferflow.ir.target.units import Kind, fmt_bytes, fmt_si, quantity_float, quantity_int
 from waferflow.ir.target.wafer import Wafer
 
-__all__ = ["dump_wafer", "get_wafer", "load_wafer", "parse_wafer_toml", "wafer_to_doc", "wafer_to_toml"]
+__all__ = [
+    "dump_wafer",
+    "get_wafer",
+    "load_wafer",
+    "parse_wafer_toml",
+    "wafer_to_doc",
+    "wafer_to_toml",
+]
 
 _LINK = {"bandwidth": None, "latency": None}
 _SCHEMA: dict[str, Any] = {
@@ -153,10 +160,12 @@ def _load(path: Path, stack: tuple[Path, ...]) -> Wafer:
         raise ConfigError(f"wafer file {path} does not exist") from None
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"cannot read wafer file {path}: {e}") from e
-    return _parse(text, str(path), path.parent, stack + (path.resolve(),), default_name=path.stem)
+    return _parse(text, str(path), path.parent, (*stack, path.resolve()), default_name=path.stem)
 
 
-def _parse(text: str, origin: str, base_dir: Path, stack: tuple[Path, ...], default_name: str) -> Wafer:
+def _parse(
+    text: str, origin: str, base_dir: Path, stack: tuple[Path, ...], default_name: str
+) -> Wafer:
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
@@ -213,7 +222,9 @@ def _check_keys(table: dict[str, Any], schema: dict[str, Any], prefix: str) -> N
             names = [d.value for d in DType]
             for d, rate in value.items():
                 if d not in names:
-                    raise ConfigError(f"unknown dtype {path}.{d}{_suggest(d, names)}. Known dtypes: {', '.join(names)}")
+                    raise ConfigError(
+                        f"unknown dtype {path}.{d}{_suggest(d, names)}. Known dtypes: {', '.join(names)}"
+                    )
                 if isinstance(rate, dict):
                     raise ConfigError(f"{path}.{d} is a value, not a table")
         else:
@@ -302,7 +313,8 @@ def _build(
         )
     peaks_table = _required(wt, "wafer.peak_flops", "a table of FLOP/s per core by dtype")
     peaks = tuple(
-        (DType(d), quantity_float(v, Kind.FLOPS, f"wafer.peak_flops.{d}", clock)) for d, v in peaks_table.items()
+        (DType(d), quantity_float(v, Kind.FLOPS, f"wafer.peak_flops.{d}", clock))
+        for d, v in peaks_table.items()
     )
     rows = _int(_required(wt, "wafer.rows", "cores per column"), "wafer.rows")
     cols = _int(_required(wt, "wafer.cols", "cores per row"), "wafer.cols")
@@ -314,20 +326,29 @@ def _build(
 
     faults = _table(doc, "faults")
     dead: set[Coord] = {
-        _pair(c, "faults.dead_cores") for c in _list(faults.get("dead_cores", []), "faults.dead_cores")
+        _pair(c, "faults.dead_cores")
+        for c in _list(faults.get("dead_cores", []), "faults.dead_cores")
     }
     if "dead_cores_each_die" in faults:
         dead |= _each_die(faults["dead_cores_each_die"], rows, cols, die_rows, die_cols)
     dead_links = []
     for item in _list(faults.get("dead_links", []), "faults.dead_links"):
         if not isinstance(item, list) or len(item) != 2:
-            raise ConfigError(f"faults.dead_links: a link is written [[r, c], [r, c]], got {item!r}")
-        dead_links.append((_pair(item[0], "faults.dead_links"), _pair(item[1], "faults.dead_links")))
+            raise ConfigError(
+                f"faults.dead_links: a link is written [[r, c], [r, c]], got {item!r}"
+            )
+        dead_links.append(
+            (_pair(item[0], "faults.dead_links"), _pair(item[1], "faults.dead_links"))
+        )
     partial = []
     for item in _list(faults.get("partial_cores", []), "faults.partial_cores"):
         if not isinstance(item, list) or len(item) != 3:
-            raise ConfigError(f"faults.partial_cores: entries are [row, col, alive fine cores], got {item!r}")
-        partial.append((_pair(item[:2], "faults.partial_cores"), _int(item[2], "faults.partial_cores")))
+            raise ConfigError(
+                f"faults.partial_cores: entries are [row, col, alive fine cores], got {item!r}"
+            )
+        partial.append(
+            (_pair(item[:2], "faults.partial_cores"), _int(item[2], "faults.partial_cores"))
+        )
 
     flow = None
     if "flow" in doc:
@@ -357,9 +378,14 @@ def _build(
         topology=Topology(topo_name),
         clock_hz=clock,
         peak_flops=peaks,
-        sram_bytes=quantity_int(_required(wt, "wafer.sram_bytes", "bytes per core"), Kind.BYTES, "wafer.sram_bytes"),
+        sram_bytes=quantity_int(
+            _required(wt, "wafer.sram_bytes", "bytes per core"), Kind.BYTES, "wafer.sram_bytes"
+        ),
         sram_bandwidth=quantity_float(
-            _required(wt, "wafer.sram_bandwidth", "bytes/s per core"), Kind.BANDWIDTH, "wafer.sram_bandwidth", clock
+            _required(wt, "wafer.sram_bandwidth", "bytes/s per core"),
+            Kind.BANDWIDTH,
+            "wafer.sram_bandwidth",
+            clock,
         ),
         link=_link(_required(doc, "link", "the on-die link table [link]"), "link", clock),
         die_rows=die_rows,
@@ -375,7 +401,9 @@ def _build(
     if "random_dead_fraction" in faults:
         fraction = faults["random_dead_fraction"]
         if isinstance(fraction, bool) or not isinstance(fraction, int | float):
-            raise ConfigError(f"faults.random_dead_fraction must be a number in [0, 1), got {fraction!r}")
+            raise ConfigError(
+                f"faults.random_dead_fraction must be a number in [0, 1), got {fraction!r}"
+            )
         wafer = wafer.with_dead_cores(float(fraction), _int(faults.get("seed", 0), "faults.seed"))
     elif "seed" in faults:
         raise ConfigError("faults.seed is given without faults.random_dead_fraction")
@@ -486,15 +514,15 @@ def _comment(path: str, v: Any) -> str:
         return ""
     leaf = path.rsplit(".", 1)[-1]
     if path == "wafer.clock_hz":
-        return fmt_si(v, "Hz")
+        return fmt_si(v, "Hz", 4)
     if path == "wafer.sram_bytes":
         return fmt_bytes(v)
     if leaf in ("bandwidth", "sram_bandwidth"):
-        return fmt_si(v, "B/s")
+        return fmt_si(v, "B/s", 4)
     if leaf == "latency":
-        return fmt_si(v, "s")
+        return fmt_si(v, "s", 4)
     if path.startswith("wafer.peak_flops."):
-        return fmt_si(v, "FLOP/s")
+        return fmt_si(v, "FLOP/s", 4)
     return ""
 
 

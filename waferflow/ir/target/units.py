@@ -143,7 +143,9 @@ def parse_quantity(value: object, kind: Kind, path: str, clock_hz: float | None 
     found = _UNITS.get(unit)
     if found is None:
         known = ", ".join(sorted(u for u, (k, _, _) in _UNITS.items() if k is kind)[:12])
-        raise ConfigError(f"{path} = {value!r}: unknown unit {unit!r}; for {_NOUN[kind]} use {known}, ...")
+        raise ConfigError(
+            f"{path} = {value!r}: unknown unit {unit!r}; for {_NOUN[kind]} use {known}, ..."
+        )
     unit_kind, factor, per_cycle = found
     if unit_kind is not kind:
         raise ConfigError(
@@ -151,7 +153,9 @@ def parse_quantity(value: object, kind: Kind, path: str, clock_hz: float | None 
         )
     if per_cycle:
         if clock_hz is None:
-            raise ConfigError(f"{path} = {value!r} uses cycles, but the clock (wafer.clock_hz) is unknown")
+            raise ConfigError(
+                f"{path} = {value!r} uses cycles, but the clock (wafer.clock_hz) is unknown"
+            )
         clock = Fraction(clock_hz)
         # "N cycles" is a time (N / f); "N B/cycle" and "N FLOP/cycle" are rates (N * f)
         return number / clock if kind is Kind.TIME else number * clock
@@ -168,7 +172,9 @@ def quantity_int(value: object, kind: Kind, path: str, clock_hz: float | None = 
         raise ConfigError(f"{path} must be an integer, got the float {value!r}; write {int(value)}")
     q = parse_quantity(value, kind, path, clock_hz)
     if q.denominator != 1:
-        raise ConfigError(f"{path} = {value!r} is not a whole number of {kind.value} ({float(q)!r})")
+        raise ConfigError(
+            f"{path} = {value!r} is not a whole number of {kind.value} ({float(q)!r})"
+        )
     return int(q)
 
 
@@ -207,8 +213,10 @@ def fmt_bytes(n: int | float) -> str:
     n_int = int(n)
     for exp, prefix in ((5, "Pi"), (4, "Ti"), (3, "Gi"), (2, "Mi"), (1, "Ki")):
         unit = 1024**exp
-        if n_int == n and n_int >= unit and (n_int * 1000) % unit == 0:
-            return f"{_sig(n_int / unit, 6)} {prefix}B"
+        if n_int >= unit:  # the largest binary unit only: "35721 MiB" reads worse than "37.5 GB"
+            if n_int == n and (n_int * 1000) % unit == 0:
+                return f"{_sig(n_int / unit, 6)} {prefix}B"
+            break
     return fmt_si(float(n), "B")
 
 

@@ -157,7 +157,9 @@ def normalize_and_validate(w: Wafer) -> None:
             _set(w, "topology", Topology(w.topology))
         except ValueError:
             choices = ", ".join(t.value for t in Topology)
-            raise ConfigError(f"wafer.topology = {w.topology!r} is unknown; choose one of {choices}") from None
+            raise ConfigError(
+                f"wafer.topology = {w.topology!r} is unknown; choose one of {choices}"
+            ) from None
     if not isinstance(w.topology, Topology):
         raise ConfigError(f"wafer.topology must be a Topology, got {w.topology!r}")
     _set(w, "clock_hz", _number(w.clock_hz, "wafer.clock_hz", positive=True, unit="Hz"))
@@ -197,7 +199,9 @@ def normalize_and_validate(w: Wafer) -> None:
                 f"(rows 0..{w.rows - 1}, cols 0..{w.cols - 1})"
             )
     if len(dead) >= w.rows * w.cols:
-        raise ConfigError(f"{label('dead_cores')}: all {w.rows * w.cols} cores are dead; keep at least one alive")
+        raise ConfigError(
+            f"{label('dead_cores')}: all {w.rows * w.cols} cores are dead; keep at least one alive"
+        )
     _set(w, "dead_cores", dead)
 
     links: set[tuple[Coord, Coord]] = set()
@@ -208,7 +212,9 @@ def normalize_and_validate(w: Wafer) -> None:
         a, b = _coord(pair[0], where), _coord(pair[1], where)
         for r, c in (a, b):
             if not (0 <= r < w.rows and 0 <= c < w.cols):
-                raise ConfigError(f"{where}: link {list(a)}-{list(b)} leaves the {w.rows} x {w.cols} grid")
+                raise ConfigError(
+                    f"{where}: link {list(a)}-{list(b)} leaves the {w.rows} x {w.cols} grid"
+                )
         if a == b:
             raise ConfigError(f"{where}: link {list(a)}-{list(b)} joins a core to itself")
         if not w.is_adjacent(a, b):
@@ -237,7 +243,9 @@ def _partials(w: Wafer, dead: frozenset[Coord]) -> tuple[tuple[Coord, int], ...]
             raise ConfigError(f"{where}: entries are ((row, col), alive fine cores), got {item!r}")
         coord = _coord(item[0], where)
         if not (0 <= coord[0] < w.rows and 0 <= coord[1] < w.cols):
-            raise ConfigError(f"{where}: node {list(coord)} is outside the {w.rows} x {w.cols} grid")
+            raise ConfigError(
+                f"{where}: node {list(coord)} is outside the {w.rows} x {w.cols} grid"
+            )
         if coord in dead or coord in out:
             raise ConfigError(f"{where}: node {list(coord)} is listed twice or is also dead")
         if full == 1:
@@ -254,4 +262,5 @@ def _partials(w: Wafer, dead: frozenset[Coord]) -> tuple[tuple[Coord, int], ...]
 
 
 def divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0] if n <= 100_000 else [1, n]
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return sorted(set(small + [n // d for d in small]))

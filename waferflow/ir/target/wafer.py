@@ -83,7 +83,9 @@ class Wafer:
 
     def _check(self, coord: Coord) -> None:
         if not self.in_grid(coord):
-            raise ValueError(f"core {coord} is outside the {self.rows} x {self.cols} grid of {self.name}")
+            raise ValueError(
+                f"core {coord} is outside the {self.rows} x {self.cols} grid of {self.name}"
+            )
 
     # --- dies ------------------------------------------------------------------------
     @property
@@ -158,7 +160,9 @@ class Wafer:
         if coord in self.dead_cores:
             return 0
         alive = self._partial.get(coord)
-        return self.sram_bytes if alive is None else self.sram_bytes * alive // self.coarsen_factor**2
+        return (
+            self.sram_bytes if alive is None else self.sram_bytes * alive // self.coarsen_factor**2
+        )
 
     def core_sram_bandwidth(self, coord: Coord) -> float:
         return self.sram_bandwidth * self.capacity(coord)
@@ -170,7 +174,9 @@ class Wafer:
         """Bytes of SRAM over all alive cores."""
         healthy = self.num_alive - len(self.partial_cores)
         full = self.coarsen_factor**2
-        return self.sram_bytes * healthy + sum(self.sram_bytes * n // full for _, n in self.partial_cores)
+        return self.sram_bytes * healthy + sum(
+            self.sram_bytes * n // full for _, n in self.partial_cores
+        )
 
     # --- topology --------------------------------------------------------------------
     def is_adjacent(self, a: Coord, b: Coord) -> bool:

@@ -1,0 +1,112 @@
+"""Timelines: Gantt bars by kind and phase, bubbles as shaded gaps, track selection."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.viz.images import DPI, colours, count, pixels, rgb8
+from waferflow.viz import Span, SpanKind, TimelineView, plot_timeline
+from waferflow.viz import _render as R
+from waferflow.viz.timeline import GAP_COLOUR, PHASE_COLOURS, WAIT_COLOUR, _gaps, busiest_tracks
+
+K = SpanKind
+
+
+def _gpipe(stages: int = 3, micro: int = 3, phases: bool = True) -> TimelineView:
+    """GPipe: forwards 10 us, backwards 20 us, an optimiser step; bubbles at both ends."""
+    f, b = 10e-6, 20e-6
+    spans = []
+    for s in range(stages):
+        for m in range(micro):
+            t = (s + m) * f
+            spans.append(Span(s, t, t + f, K.COMPUTE, f"F{m}", "fwd" if phases else ""))
+            if s + 1 < stages:
+                spans.append(Span(s, t + f, t + f + 2e-6, K.SEND, f"a{m}", "fwd"))
+            if s > 0:
+                spans.append(Span(s, t - 2e-6, t, K.RECV, f"a{m}", "fwd"))
+        back = (stages + micro - 1) * f
+        for m in range(micro):
+            t = back + (stages - 1 - s + m) * b
+            spans.append(Span(s, t, t + b, K.COMPUTE, f"B{m}", "bwd" if phases else ""))
+        opt = back + (stages + micro - 1) * b
+        spans.append(Span(s, opt, opt + 5e-6, K.COMPUTE, "adam", "opt" if phases else ""))
+    spans.append(Span(1, 0.0, 10e-6, K.WAIT, "wait"))
+    step = (stages + micro - 1) * (f + b) + 5e-6
+    return TimelineView(tuple(f"stage {s}" for s in range(stages)), tuple(spans), step, "gpipe")
+
+
+def test_phases_kinds_and_bubbles_are_coloured(tmp_path: Path) -> None:
+    img = pixels(plot_timeline(_gpipe(), tmp_path / "t.png", dpi=DPI))
+    for phase in ("fwd", "bwd", "opt"):
+        assert count(img, PHASE_COLOURS[phase]) > 100
+    assert count(img, WAIT_COLOUR) > 20
+    assert count(img, GAP_COLOUR) > 100  # the bubbles
+    assert len(colours(img)) > 20
+
+
+def test_phase_change_changes_the_colour_set(tmp_path: Path) -> None:
+    with_phases = pixels(plot_timeline(_gpipe(), tmp_path / "a.png", dpi=DPI))
+    without = pixels(plot_timeline(_gpipe(phases=False), tmp_path / "b.png", dpi=DPI))
+    bwd = rgb8(PHASE_COLOURS["bwd"])
+    assert bwd in colours(with_phases) and bwd not in colours(without)
+    assert count(without, PHASE_COLOURS[""]) > 100
+
+
+def test_shading_idle_is_optional(tmp_path: Path) -> None:
+    plain = pixels(plot_timeline(_gpipe(), tmp_path / "a.png", dpi=DPI, shade_idle=False))
+    shaded = pixels(plot_timeline(_gpipe(), tmp_path / "b.png", dpi=DPI))
+    # without shading the pale grey only appears in anti-aliased edges
+    assert count(shaded, GAP_COLOUR) > 10 * count(plain, GAP_COLOUR) + 100
+
+
+def test_same_input_same_bytes(tmp_path: Path) -> None:
+    for suffix in ("png", "svg"):
+        a = plot_timeline(_gpipe(), tmp_path / f"a.{suffix}", dpi=DPI).read_bytes()
+        b = plot_timeline(_gpipe(), tmp_path / f"b.{suffix}", dpi=DPI).read_bytes()
+        assert a == b
+
+
+def test_gaps_are_the_uncovered_parts_of_the_step() -> None:
+    spans = [
+        Span(0, 2.0, 4.0, K.COMPUTE),
+        Span(0, 3.0, 5.0, K.SEND),
+        Span(0, 7.0, 8.0, K.COMPUTE),
+    ]
+    assert _gaps(spans, 10.0) == [(0.0, 2.0), (5.0, 2.0), (8.0, 2.0)]
+    assert _gaps([], 1.0) == [(0.0, 1.0)]
+
+
+def test_busiest_tracks_keep_original_order() -> None:
+    spans = (
+        Span(0, 0.0, 1.0, K.COMPUTE),
+        Span(1, 0.0, 5.0, K.SEND),
+        Span(2, 0.0, 9.0, K.IDLE),  # idle time is not "busy"
+        Span(3, 0.0, 3.0, K.RECV),
+        Span(4, 0.0, 3.0, K.COMPUTE),
+    )
+    view = TimelineView(tuple("abcde"), spans, 10.0)
+    assert busiest_tracks(view, 2) == [1, 3]  # 3 and 4 tie: the lower index wins
+    assert busiest_tracks(view, 3) == [1, 3, 4]
+
+
+def test_many_tracks_are_cut_to_the_busiest(tmp_path: Path) -> None:
+    spans = tuple(Span(i, 0.0, (i % 17 + 1) * 1e-3, K.COMPUTE, phase="fwd") for i in range(200))
+    view = TimelineView(tuple(f"core {i}" for i in range(200)), spans, 0.02)
+    a = plot_timeline(view, tmp_path / "a.png", max_tracks=16, dpi=DPI)
+    b = plot_timeline(view, tmp_path / "b.png", max_tracks=32, dpi=DPI)
+    assert pixels(a).shape[0] < pixels(b).shape[0]  # fewer rows, shorter figure
+
+
+@pytest.mark.parametrize(
+    ("seconds", "unit"), [(3e-8, "ns"), (2e-6, "us"), (4e-4, "us"), (0.02, "ms"), (3.0, "s")]
+)
+def test_time_unit(seconds: float, unit: str) -> None:
+    assert R.time_unit(seconds)[1] == unit
+    assert R.format_time(0.0025) == "2.5 ms"
+
+
+def test_empty_timeline(tmp_path: Path) -> None:
+    view = TimelineView(("a", "b"), (), 0.0)
+    assert plot_timeline(view, tmp_path / "e.png", dpi=DPI).stat().st_size > 0

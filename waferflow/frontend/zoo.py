@@ -1,0 +1,227 @@
+"""Models by name, built on the meta device without downloading anything.
+
+Specs:
+
+- ``hf:<name>``: a Hugging Face transformer from a config in code (``zoo_hf``):
+  gpt2, gpt2-medium, gpt2-tiny, llama-7b, llama-tiny, bert-base, bert-tiny,
+  vit-base, vit-tiny.
+- ``cnn:amcoda`` (the AMCoDA seed CNN) and ``cnn:resnet-tiny`` (``zoo_cnn``).
+- ``path/to/file.py:factory``: the file is imported by path and ``factory``
+  called under ``torch.device("meta")`` (with ``batch=`` / ``seq=`` if given and
+  if it takes them). It returns a ``ModelBundle``; or ``(module, example_inputs)``
+  or ``(module, example_inputs, loss_fn)``; or a bare module, in which case the
+  file must define ``example_inputs(...)`` (called the same way). A file-level
+  ``loss_fn(output, *inputs)`` is used when the factory gives none; otherwise the
+  loss is the mean of the first floating output.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import inspect
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import torch
+from torch import nn
+
+from waferflow.errors import ConfigError, TraceError
+from waferflow.frontend import zoo_cnn, zoo_hf
+from waferflow.frontend.trace import default_loss
+
+LossFn = Callable[..., torch.Tensor]
+
+
+@dataclass(frozen=True)
+class ModelBundle:
+    """A model ready to trace: the module (parameters on meta), example inputs
+    (meta tensors), the training loss ``loss_fn(output, *inputs)``, a description."""
+
+    name: str
+    module: nn.Module
+    example_inputs: tuple[Any, ...]
+    loss_fn: LossFn
+    description: str
+
+
+@dataclass(frozen=True, slots=True)
+class _CNNSpec:
+    factory: Callable[[], nn.Module]
+    input_shape: tuple[int, ...]  # per sample
+    batch: int
+    description: str
+
+
+_CNN: dict[str, _CNNSpec] = {
+    "amcoda": _CNNSpec(
+        zoo_cnn.AmcodaCNN,
+        (16, 56, 56),
+        32,
+        "AMCoDA seed CNN: 3 conv (16-16-32-32, 3x3) + ReLU, 7x7 avg pool, fc 512->16",
+    ),
+    "resnet-tiny": _CNNSpec(
+        zoo_cnn.ResNetTiny,
+        (3, 32, 32),
+        8,
+        "tiny residual CNN with batch norm: stem + 2 basic blocks, 32x32 images, 10 classes",
+    ),
+}
+
+
+def list_models() -> list[tuple[str, str]]:
+    """(spec, description) of every zoo model, in a fixed order."""
+    out = [(f"hf:{k}", v.description) for k, v in zoo_hf.SPECS.items()]
+    out += [(f"cnn:{k}", v.description) for k, v in _CNN.items()]
+    return out
+
+
+def _check_size(what: str, value: int | None) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ConfigError(f"{what} must be a positive integer, got {value!r}")
+
+
+def load_model(spec: str, *, batch: int | None = None, seq: int | None = None) -> ModelBundle:
+    """Build the model ``spec`` names (see the module docstring) on the meta device."""
+    _check_size("batch", batch)
+    _check_size("seq", seq)
+    prefix, _, rest = spec.partition(":")
+    if prefix == "hf" and rest:
+        return _load_hf(spec, rest, batch, seq)
+    if prefix == "cnn" and rest:
+        return _load_cnn(spec, rest, batch, seq)
+    path, sep, factory = spec.rpartition(":")
+    if sep and path.endswith(".py"):
+        return _load_file(Path(path), factory, batch, seq)
+    known = ", ".join(s for s, _ in list_models())
+    raise TraceError(
+        f"unknown model {spec!r}: use one of {known}, or path/to/file.py:factory"
+    )
+
+
+def _unknown(spec: str, table: dict[str, Any], prefix: str) -> TraceError:
+    known = ", ".join(f"{prefix}:{k}" for k in table)
+    return TraceError(f"unknown model {spec!r}; the {prefix}: models are {known}")
+
+
+def _load_hf(spec: str, key: str, batch: int | None, seq: int | None) -> ModelBundle:
+    entry = zoo_hf.SPECS.get(key)
+    if entry is None:
+        raise _unknown(spec, zoo_hf.SPECS, "hf")
+    if entry.seq is None and seq is not None:
+        raise ConfigError(f"{spec} is an image model; it takes no seq (got seq={seq})")
+    model, config = zoo_hf.build(entry)
+    b = batch or entry.batch
+    s = seq or entry.seq
+    limit = zoo_hf.max_seq(entry, config)
+    if s is not None and limit is not None and s > limit:
+        raise ConfigError(f"seq={s} exceeds the {limit} positions that {spec} supports")
+    inputs = zoo_hf.example_inputs(entry, config, b, s)
+    return ModelBundle(spec, model, inputs, zoo_hf.LOSSES[entry.family], entry.description)
+
+
+def _load_cnn(spec: str, key: str, batch: int | None, seq: int | None) -> ModelBundle:
+    entry = _CNN.get(key)
+    if entry is None:
+        raise _unknown(spec, _CNN, "cnn")
+    if seq is not None:
+        raise ConfigError(f"{spec} is an image model; it takes no seq (got seq={seq})")
+    with torch.device("meta"):
+        model = entry.factory()
+    x = torch.empty(batch or entry.batch, *entry.input_shape, device="meta")
+    return ModelBundle(spec, model, (x,), zoo_cnn.classification_loss, entry.description)
+
+
+# -- models from a Python file ------------------------------------------------------------
+
+
+def _import_file(path: Path) -> ModuleType:
+    if not path.is_file():
+        raise TraceError(f"model file {str(path)!r} does not exist")
+    resolved = path.resolve()
+    digest = hashlib.sha1(str(resolved).encode()).hexdigest()[:10]
+    mod_name = f"waferflow_user_{resolved.stem}_{digest}"
+    spec = importlib.util.spec_from_file_location(mod_name, resolved)
+    if spec is None or spec.loader is None:
+        raise TraceError(f"cannot import model file {str(path)!r}")
+    module = importlib.util.module_from_spec(spec)
+    # registered so that dataclasses and pickling inside the file can find it
+    sys.modules[mod_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        del sys.modules[mod_name]
+        raise TraceError(f"importing {str(path)!r} failed: {type(exc).__name__}: {exc}") from exc
+    return module
+
+
+def _own_callables(module: ModuleType) -> list[str]:
+    return sorted(
+        name
+        for name, obj in vars(module).items()
+        if callable(obj)
+        and not name.startswith("_")
+        and getattr(obj, "__module__", None) == module.__name__
+    )
+
+
+def _call_sized(fn: Callable[..., Any], where: str, batch: int | None, seq: int | None) -> Any:
+    """Call ``fn`` with the batch / seq given, refusing sizes it does not accept."""
+    kwargs = {k: v for k, v in (("batch", batch), ("seq", seq)) if v is not None}
+    params = inspect.signature(fn).parameters
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    for key in kwargs:
+        if key not in params and not takes_any:
+            raise ConfigError(f"{where} takes no {key!r} argument, so {key}= cannot be set")
+    with torch.device("meta"):
+        return fn(**kwargs)
+
+
+def _to_meta(inputs: Any) -> tuple[Any, ...]:
+    items = inputs if isinstance(inputs, tuple | list) else (inputs,)
+    return tuple(x.detach().to("meta") if isinstance(x, torch.Tensor) else x for x in items)
+
+
+def _load_file(path: Path, factory_name: str, batch: int | None, seq: int | None) -> ModelBundle:
+    module = _import_file(path)
+    factory = getattr(module, factory_name, None) if factory_name else None
+    if not callable(factory):
+        defined = ", ".join(_own_callables(module)) or "none"
+        raise TraceError(
+            f"{str(path)!r} defines no callable {factory_name!r}; callables it defines: {defined}"
+        )
+    where = f"{path}:{factory_name}"
+    try:
+        made = _call_sized(factory, where, batch, seq)
+    except (TraceError, ConfigError):
+        raise
+    except Exception as exc:
+        raise TraceError(f"{where} failed: {type(exc).__name__}: {exc}") from exc
+    file_loss = getattr(module, "loss_fn", None)
+    loss: LossFn = file_loss if callable(file_loss) else default_loss
+    if isinstance(made, ModelBundle):
+        return made
+    if isinstance(made, nn.Module):
+        make_inputs = getattr(module, "example_inputs", None)
+        if not callable(make_inputs):
+            raise TraceError(
+                f"{where} returned a bare module and {str(path)!r} defines no "
+                "example_inputs(); return (module, example_inputs) from the factory instead"
+            )
+        inputs = _call_sized(make_inputs, f"{path}:example_inputs", batch, seq)
+        return ModelBundle(where, made, _to_meta(inputs), loss, f"{type(made).__name__} from {path}")  # fmt: skip
+    if isinstance(made, tuple) and len(made) in (2, 3) and isinstance(made[0], nn.Module):
+        if len(made) == 3:
+            if not callable(made[2]):
+                raise TraceError(f"{where} returned a loss_fn that is not callable")
+            loss = made[2]
+        desc = f"{type(made[0]).__name__} from {path}"
+        return ModelBundle(where, made[0], _to_meta(made[1]), loss, desc)
+    raise TraceError(
+        f"{where} returned {type(made).__name__}; return an nn.Module, "
+        "(module, example_inputs), (module, example_inputs, loss_fn) or a ModelBundle"
+    )

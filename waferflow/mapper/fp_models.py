@@ -1,0 +1,506 @@
+"""The CP-SAT floorplan models: ordered vertical strips, and free rectangles.
+
+Both work on a scaled integer objective. ``unit`` is the objective value of one integer
+step (the hint's objective / 1e8) and the slowest time is counted in ticks of
+``unit / balance`` seconds, so the balance term has coefficient 1. Every coefficient
+and every compute time is rounded *down*: the integer objective never exceeds the true
+one, hence the solver's bound, times ``unit``, is a valid bound on the true optimum.
+Results are always re-scored exactly (``cost.evaluate_floorplan``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ortools.sat.python import cp_model
+
+from waferflow.mapper.bounds import largest_alive_rectangle, slowest_time_bound
+from waferflow.mapper.problem import DeadCores, FloorplanProblem, Grid, Group, Rect
+
+RESOLUTION = 1e8  # integer steps per hint objective
+
+
+@dataclass(frozen=True)
+class Scale:
+    unit: float  # objective per integer step
+    upper: int  # integer objective of a known solution (an upper bound)
+
+    @classmethod
+    def from_estimate(cls, estimate: float, upper: float | None = None) -> Scale:
+        if not (estimate > 0 and math.isfinite(estimate)):
+            return cls(unit=1.0, upper=0)
+        unit = estimate / RESOLUTION
+        top = estimate if upper is None else max(upper, estimate)
+        return cls(unit=unit, upper=math.ceil(top / unit) + 1)
+
+
+def pair_weights(problem: FloorplanProblem, scale: Scale) -> list[tuple[int, int, int, int]]:
+    """``(a, b, per doubled hop, per die crossing)`` integer weights per unordered pair."""
+    acc: dict[tuple[int, int], float] = {}
+    for f in problem.flows:
+        if f.src != f.dst and f.bytes > 0:
+            k = (min(f.src, f.dst), max(f.src, f.dst))
+            acc[k] = acc.get(k, 0.0) + f.bytes
+    w = problem.weights
+    out = []
+    for (a, b), byt in sorted(acc.items()):
+        hop = math.floor(w.traffic * byt / (2 * scale.unit))  # centres are in doubled units
+        die = math.floor(w.d2d * byt / scale.unit)
+        if hop or die:
+            out.append((a, b, hop, die))
+    return out
+
+
+def time_ticks(problem: FloorplanProblem, scale: Scale, g: int, cores: int) -> int:
+    """Floor of the group's compute time on ``cores`` cores, in ticks, capped at ``upper``."""
+    if problem.weights.balance == 0 or problem.groups[g].work == 0:
+        return 0
+    if cores <= 0:
+        return scale.upper
+    k = problem.groups[g].work * problem.weights.balance / (problem.core_flops * scale.unit)
+    return min(math.floor(k / cores), scale.upper)
+
+
+def _k(problem: FloorplanProblem, scale: Scale, g: int) -> float:
+    return problem.groups[g].work * problem.weights.balance / (problem.core_flops * scale.unit)
+
+
+def add_tangent_cuts(
+    model: cp_model.CpModel, problem: FloorplanProblem, scale: Scale, g: int, t: cp_model.IntVar, cores, lo: int, hi: int
+) -> None:
+    """Linear cuts ``a0^2 T + K cores >= 2 K a0 - a0^2`` under the convex ``K / cores``,
+    so that the LP relaxation knows that small regions are slow."""
+    k = _k(problem, scale, g)
+    if k <= 0:
+        return
+    total = problem.total_work
+    share = problem.grid.num_alive * problem.groups[g].work / total if total > 0 else lo
+    points = sorted({min(hi, max(lo, round(share * m))) for m in (0.5, 0.75, 1.0, 1.5, 2.0)})
+    for a0 in points:
+        if a0 < 1:
+            continue
+        rhs = math.floor(2 * k * a0 - a0 * a0)
+        if rhs > 0:
+            model.add(a0 * a0 * t + math.ceil(k) * cores >= rhs)
+
+
+def _core_bounds(problem: FloorplanProblem, scale: Scale, g: int) -> tuple[int, int]:
+    """Fewest and most cores a group may get: memory, the others' memory, and the time a
+    known solution already beats (an improving solution must stay below ``upper``)."""
+    alive = problem.grid.num_alive
+    lo = problem.min_areas[g]
+    hi = alive - (sum(problem.min_areas) - lo)
+    k = _k(problem, scale, g)
+    if k > 0 and scale.upper > 0:
+        lo = max(lo, math.floor(k / (scale.upper + 1)) + 1)
+    return lo, hi
+
+
+# --- transposition: strips and shelves are written for one orientation ----------------
+
+
+def transpose_problem(problem: FloorplanProblem) -> FloorplanProblem:
+    g = problem.grid
+    grid = Grid(g.cols, g.rows, frozenset((c, r) for r, c in g.dead), g.die_cols, g.die_rows)
+    return FloorplanProblem(
+        grid, problem.groups, problem.flows, problem.core_flops, problem.core_sram, problem.weights, problem.dead_cores
+    )
+
+
+def transpose_rects(rects: tuple[Rect, ...]) -> tuple[Rect, ...]:
+    return tuple(r.transposed() for r in rects)
+
+
+# --- strips ---------------------------------------------------------------------------
+
+
+@dataclass
+class StripsModel:
+    model: cp_model.CpModel
+    start: list[cp_model.IntVar]
+    width: list[cp_model.IntVar]
+
+    def rects(self, solver: cp_model.CpSolver, rows: int) -> tuple[Rect, ...]:
+        return tuple(Rect(0, solver.value(s), rows, solver.value(w)) for s, w in zip(self.start, self.width, strict=True))
+
+
+def build_strips_model(problem: FloorplanProblem, scale: Scale, hint: tuple[Rect, ...] | None) -> StripsModel | None:
+    """Groups in order as full-height vertical strips (gaps allowed). Each strip's start,
+    width, cores and time come from a table of every legal ``(start, width)``, which makes
+    the alive-core counts exact around dead cores. ``None`` if the table would be huge."""
+    grid = problem.grid
+    rows, cols = grid.rows, grid.cols
+    n = len(problem.groups)
+    if n * cols * (cols + 1) // 2 > 3_000_000 or n > cols:
+        return None
+    m = cp_model.CpModel()
+    t_var = m.new_int_var(0, max(scale.upper, 0), "T")
+    if problem.weights.balance > 0:
+        m.add(t_var >= math.floor(slowest_time_bound(problem) * problem.weights.balance / scale.unit))
+    start, width, cores_v = [], [], []
+    for g in range(n):
+        lo, hi = _core_bounds(problem, scale, g)
+        tuples = []
+        for s in range(cols):
+            for w in range(1, cols - s + 1):
+                c = grid.alive_in(0, s, rows, w)
+                if problem.dead_cores is DeadCores.OBSTACLE and c < rows * w:
+                    continue
+                if lo <= c <= hi:
+                    tuples.append((s, w, c, time_ticks(problem, scale, g, c)))
+        if not tuples:
+            return None
+        s_v = m.new_int_var(0, cols - 1, f"s{g}")
+        w_v = m.new_int_var(1, cols, f"w{g}")
+        c_v = m.new_int_var(lo, hi, f"cores{g}")
+        t_g = m.new_int_var(0, max(scale.upper, 0), f"t{g}")
+        m.add_allowed_assignments([s_v, w_v, c_v, t_g], tuples)
+        m.add(t_var >= t_g)
+        add_tangent_cuts(m, problem, scale, g, t_var, c_v, lo, hi)
+        start.append(s_v)
+        width.append(w_v)
+        cores_v.append(c_v)
+    for g in range(n - 1):
+        m.add(start[g + 1] >= start[g] + width[g])
+    m.add(start[-1] + width[-1] <= cols)
+    m.add(sum(width) <= cols)
+    m.add(sum(cores_v) <= grid.num_alive)
+    centre = [2 * start[g] + width[g] for g in range(n)]
+    terms = [t_var] if problem.weights.balance > 0 else []
+    die_col = _die_indices(m, grid, centre, grid.die_cols, grid.die_of_col, cols)
+    for a, b, hop, die in pair_weights(problem, scale):
+        if hop:
+            terms.append(hop * (centre[b] - centre[a]))  # strips are in group order
+        if die and die_col is not None:
+            terms.append(die * (die_col[b] - die_col[a]))
+    obj = sum(terms) if terms else 0
+    m.minimize(obj)
+    if scale.upper > 0:
+        m.add(obj <= scale.upper)
+    if hint is not None:
+        for g, r in enumerate(hint):
+            m.add_hint(start[g], r.col)
+            m.add_hint(width[g], r.width)
+    return StripsModel(m, start, width)
+
+
+def _die_indices(m: cp_model.CpModel, grid: Grid, centre2, n_dies: int, die_of, length: int):
+    """Die index (along one axis) of each group's centre core, by element on the doubled centre."""
+    if n_dies <= 1:
+        return None
+    table = [die_of(max(v - 1, 0) // 2) for v in range(2 * length + 1)]
+    out = []
+    for i, c in enumerate(centre2):
+        cv = m.new_int_var(0, 2 * length, f"c2_{i}_{id(table)}")
+        m.add(cv == c)
+        d = m.new_int_var(0, n_dies - 1, f"die_{i}_{id(table)}")
+        m.add_element(cv, table, d)
+        out.append(d)
+    return out
+
+
+# --- rectangles -----------------------------------------------------------------------
+
+
+@dataclass
+class RectModel:
+    model: cp_model.CpModel
+    x: list[cp_model.IntVar]  # column
+    y: list[cp_model.IntVar]  # row
+    w: list[cp_model.IntVar]
+    h: list[cp_model.IntVar]
+    techniques: tuple[str, ...]
+
+    def rects(self, solver: cp_model.CpSolver) -> tuple[Rect, ...]:
+        return tuple(
+            Rect(solver.value(y), solver.value(x), solver.value(h), solver.value(w))
+            for x, y, w, h in zip(self.x, self.y, self.w, self.h, strict=True)
+        )
+
+
+@dataclass(frozen=True)
+class Symmetries:
+    """Which reflections of the grid map dead cores and dies onto themselves."""
+
+    mirror_cols: bool
+    mirror_rows: bool
+    transpose: bool
+
+    @classmethod
+    def of(cls, grid: Grid) -> Symmetries:
+        R, C = grid.rows, grid.cols
+        dead = grid.dead
+        mc = {(r, C - 1 - c) for r, c in dead} == dead and all(
+            grid.die_of_col(c) == grid.die_cols - 1 - grid.die_of_col(C - 1 - c) for c in range(C)
+        )
+        mr = {(R - 1 - r, c) for r, c in dead} == dead and all(
+            grid.die_of_row(r) == grid.die_rows - 1 - grid.die_of_row(R - 1 - r) for r in range(R)
+        )
+        tr = R == C and {(c, r) for r, c in dead} == dead and grid.die_rows == grid.die_cols
+        return cls(mc, mr, tr)
+
+
+def canonical(problem: FloorplanProblem, rects: tuple[Rect, ...]) -> tuple[Rect, ...]:
+    """Map a layout into the part of the solution space the symmetry breaking keeps."""
+    grid = problem.grid
+    sym = Symmetries.of(grid)
+    anchor = symmetry_anchor(problem)
+    R, C = grid.rows, grid.cols
+    out = rects
+    if sym.mirror_cols and out[anchor].centre2[1] > C:
+        out = tuple(Rect(r.row, C - r.col - r.width, r.height, r.width) for r in out)
+    if sym.mirror_rows and out[anchor].centre2[0] > R:
+        out = tuple(Rect(R - r.row - r.height, r.col, r.height, r.width) for r in out)
+    if sym.transpose and out[anchor].centre2[1] > out[anchor].centre2[0]:
+        out = transpose_rects(out)
+    lst = list(out)
+    for cls in identical_classes(problem):
+        placed = sorted((lst[g] for g in cls), key=lambda r: (r.centre2[1], r.centre2[0]))
+        for g, r in zip(cls, placed, strict=True):
+            lst[g] = r
+    return tuple(lst)
+
+
+def identical_classes(problem: FloorplanProblem) -> list[list[int]]:
+    """Classes (of 2 or more) of interchangeable groups, the symmetry anchor left out."""
+    anchor = symmetry_anchor(problem)
+    classes: list[list[int]] = []
+    for g in range(len(problem.groups)):
+        if g == anchor:
+            continue
+        for cls in classes:
+            if _signature(problem, cls[0]) == _signature(problem, g) and _swappable(problem, cls[0], g):
+                cls.append(g)
+                break
+        else:
+            classes.append([g])
+    return [c for c in classes if len(c) > 1]
+
+
+def symmetry_anchor(problem: FloorplanProblem) -> int:
+    """The group whose centre the symmetry breaking pins: the one with most traffic."""
+    vol = [0.0] * len(problem.groups)
+    for f in problem.flows:
+        vol[f.src] += f.bytes
+        vol[f.dst] += f.bytes
+    return max(range(len(vol)), key=lambda g: (vol[g], -g))
+
+
+def _dead_runs(grid: Grid) -> list[tuple[int, int, int]]:
+    """Dead cores merged into horizontal runs ``(row, col, length)``: fewer obstacles."""
+    runs = []
+    for r in range(grid.rows):
+        c = 0
+        while c < grid.cols:
+            if (r, c) in grid.dead:
+                s = c
+                while c < grid.cols and (r, c) in grid.dead:
+                    c += 1
+                runs.append((r, s, c - s))
+            else:
+                c += 1
+    return runs
+
+
+def build_rect_model(
+    problem: FloorplanProblem,
+    scale: Scale,
+    hint: tuple[Rect, ...] | None,
+    *,
+    fixed: frozenset[int] = frozenset(),
+    symmetry: bool = True,
+) -> RectModel:
+    """Free rectangles in a no-overlap-2D, with the redundant structure that makes CP-SAT
+    effective: area and work bounds, tangent cuts, cumulative projections, pairwise
+    separation, and symmetry breaking. Groups in ``fixed`` are pinned to ``hint``."""
+    grid = problem.grid
+    R, C = grid.rows, grid.cols
+    n = len(problem.groups)
+    idle = problem.dead_cores is DeadCores.IDLE
+    techniques = ["redundant:area", "redundant:work-bounds", "redundant:tangent-cuts"]
+    m = cp_model.CpModel()
+    upper_t = max(scale.upper, 0)
+    t_var = m.new_int_var(0, upper_t, "T")
+    if problem.weights.balance > 0:
+        m.add(t_var >= math.floor(slowest_time_bound(problem) * problem.weights.balance / scale.unit))
+    max_rect = largest_alive_rectangle(grid) if (grid.dead and not idle) else R * C
+    xs, ys, ws, hs, areas, cores_l, xiv, yiv = [], [], [], [], [], [], [], []
+    for g in range(n):
+        lo, hi = _core_bounds(problem, scale, g)
+        hi = min(hi, max_rect)
+        if g in fixed and hint is not None:
+            r = hint[g]
+            x = m.new_constant(r.col)
+            y = m.new_constant(r.row)
+            w = m.new_constant(r.width)
+            h = m.new_constant(r.height)
+        else:
+            x = m.new_int_var(0, C - 1, f"x{g}")
+            y = m.new_int_var(0, R - 1, f"y{g}")
+            w = m.new_int_var(max(1, -(-lo // R)), C, f"w{g}")
+            h = m.new_int_var(max(1, -(-lo // C)), R, f"h{g}")
+        area = m.new_int_var(lo, R * C if idle else hi, f"area{g}")
+        m.add_multiplication_equality(area, [w, h])
+        xiv.append(m.new_interval_var(x, w, x + w, f"X{g}"))
+        yiv.append(m.new_interval_var(y, h, y + h, f"Y{g}"))
+        m.add(x + w <= C)
+        m.add(y + h <= R)
+        xs.append(x)
+        ys.append(y)
+        ws.append(w)
+        hs.append(h)
+        areas.append(area)
+        cores_l.append((area, lo, hi))
+    if grid.dead and not idle:
+        for r, c, length in _dead_runs(grid):
+            xiv.append(m.new_fixed_size_interval_var(c, length, f"deadx{r}_{c}"))
+            yiv.append(m.new_fixed_size_interval_var(r, 1, f"deady{r}_{c}"))
+        techniques.append("dead:obstacles")
+    m.add_no_overlap_2d(xiv, yiv)
+    # the 2D packing projected on each axis: a cumulative of heights (widths) <= rows (cols)
+    m.add_cumulative(xiv, hs + [1] * (len(xiv) - n), R)
+    m.add_cumulative(yiv, ws + [1] * (len(yiv) - n), C)
+    techniques.append("redundant:cumulative")
+    cores_vars = []
+    if idle and grid.dead:
+        cores_vars = _idle_cores(m, grid, xs, ys, ws, hs, areas, cores_l)
+        techniques.append("dead:idle-count")
+    else:
+        cores_vars = areas
+    m.add(sum(cores_vars) <= grid.num_alive)
+    m.add(sum(areas) <= (R * C if idle else grid.num_alive))
+    amax = max(hi for _, _, hi in cores_l)
+    for g in range(n):
+        _, lo, hi = cores_l[g]
+        if problem.weights.balance > 0 and problem.groups[g].work > 0:
+            table = [time_ticks(problem, scale, g, a) for a in range(amax + 1)]
+            t_g = m.new_int_var(0, upper_t, f"t{g}")
+            m.add_element(cores_vars[g], table, t_g)
+            m.add(t_var >= t_g)
+            add_tangent_cuts(m, problem, scale, g, t_var, cores_vars[g], lo, hi)
+    cx = [2 * xs[g] + ws[g] for g in range(n)]
+    cy = [2 * ys[g] + hs[g] for g in range(n)]
+    terms = [t_var] if problem.weights.balance > 0 else []
+    die_c = _die_indices(m, grid, cx, grid.die_cols, grid.die_of_col, C)
+    die_r = _die_indices(m, grid, cy, grid.die_rows, grid.die_of_row, R)
+    hint_vals: list[tuple[cp_model.IntVar, int]] = []
+    for a, b, hop, die in pair_weights(problem, scale):
+        if hop:
+            dx = m.new_int_var(0, 2 * C, f"dx{a}_{b}")
+            dy = m.new_int_var(0, 2 * R, f"dy{a}_{b}")
+            m.add_abs_equality(dx, cx[a] - cx[b])
+            m.add_abs_equality(dy, cy[a] - cy[b])
+            # disjoint rectangles are apart by their half-widths in x or half-heights in y
+            sx = m.new_bool_var(f"sep{a}_{b}")
+            m.add(dx >= ws[a] + ws[b]).only_enforce_if(sx)
+            m.add(dy >= hs[a] + hs[b]).only_enforce_if(~sx)
+            m.add(dx + dy >= 2)
+            terms.append(hop * (dx + dy))
+            if hint is not None:
+                ra, rb = hint[a], hint[b]
+                hint_vals += [(dx, abs(ra.centre2[1] - rb.centre2[1])), (dy, abs(ra.centre2[0] - rb.centre2[0]))]
+        if die:
+            for dies in (die_c, die_r):
+                if dies is not None:
+                    dd = m.new_int_var(0, grid.die_rows + grid.die_cols, f"dd{a}_{b}_{id(dies)}")
+                    m.add_abs_equality(dd, dies[a] - dies[b])
+                    terms.append(die * dd)
+    if any(True for _ in pair_weights(problem, scale)):
+        techniques.append("redundant:separation")
+    obj = sum(terms) if terms else 0
+    m.minimize(obj)
+    if scale.upper > 0:
+        m.add(obj <= scale.upper)
+    if symmetry and not fixed:
+        techniques += _break_symmetry(m, problem, cx, cy, xs, ys, ws, hs)
+    if hint is not None:
+        for g, r in enumerate(hint):
+            if g in fixed:
+                continue
+            m.add_hint(xs[g], r.col)
+            m.add_hint(ys[g], r.row)
+            m.add_hint(ws[g], r.width)
+            m.add_hint(hs[g], r.height)
+            m.add_hint(areas[g], r.area)
+        for v, val in hint_vals:
+            m.add_hint(v, val)
+    return RectModel(m, xs, ys, ws, hs, tuple(techniques))
+
+
+def _idle_cores(m, grid: Grid, xs, ys, ws, hs, areas, cores_l) -> list:
+    """Alive cores of each rectangle = area minus the dead cores inside it, with one
+    indicator per (group, dead row) and (group, dead column) shared by the dead cores."""
+    dead = sorted(grid.dead)
+    dead_rows = sorted({r for r, _ in dead})
+    dead_cols = sorted({c for _, c in dead})
+    out = []
+    for g in range(len(xs)):
+        rin = {r: _covers(m, ys[g], hs[g], r, f"g{g}r{r}") for r in dead_rows}
+        cin = {c: _covers(m, xs[g], ws[g], c, f"g{g}c{c}") for c in dead_cols}
+        inside = []
+        for r, c in dead:
+            b = m.new_bool_var(f"in{g}_{r}_{c}")
+            m.add_bool_and([rin[r], cin[c]]).only_enforce_if(b)
+            m.add_bool_or([~rin[r], ~cin[c], b])
+            inside.append(b)
+        _, lo, hi = cores_l[g]
+        cv = m.new_int_var(lo, hi, f"cores{g}")
+        m.add(cv == areas[g] - sum(inside))
+        out.append(cv)
+    return out
+
+
+def _covers(m, start, size, pos: int, name: str):
+    """A literal true iff ``start <= pos < start + size``."""
+    a = m.new_bool_var(f"{name}a")
+    b = m.new_bool_var(f"{name}b")
+    m.add(start <= pos).only_enforce_if(a)
+    m.add(start >= pos + 1).only_enforce_if(~a)
+    m.add(start + size >= pos + 1).only_enforce_if(b)
+    m.add(start + size <= pos).only_enforce_if(~b)
+    both = m.new_bool_var(name)
+    m.add_bool_and([a, b]).only_enforce_if(both)
+    m.add_bool_or([~a, ~b, both])
+    return both
+
+
+def _break_symmetry(m, problem: FloorplanProblem, cx, cy, xs, ys, ws, hs) -> list[str]:
+    grid = problem.grid
+    sym = Symmetries.of(grid)
+    g = symmetry_anchor(problem)
+    used = []
+    if sym.mirror_cols:
+        m.add(cx[g] <= grid.cols)
+        used.append("symmetry:mirror-cols")
+    if sym.mirror_rows:
+        m.add(cy[g] <= grid.rows)
+        used.append("symmetry:mirror-rows")
+    if sym.transpose:
+        m.add(cx[g] <= cy[g])
+        used.append("symmetry:transpose")
+    # interchangeable groups (same work, memory and flows) are kept in centre order
+    key = [cx[i] * (2 * grid.rows + 1) + cy[i] for i in range(len(cx))]
+    for cls in identical_classes(problem):
+        for i, j in zip(cls, cls[1:], strict=False):
+            m.add(key[i] <= key[j])
+        if "symmetry:identical-groups" not in used:
+            used.append("symmetry:identical-groups")
+    return used
+
+
+def _signature(problem: FloorplanProblem, g: int) -> tuple:
+    grp: Group = problem.groups[g]
+    return (grp.work, grp.mem_bytes)
+
+
+def _swappable(problem: FloorplanProblem, i: int, j: int) -> bool:
+    """Swapping groups ``i`` and ``j`` maps the flow multiset onto itself."""
+
+    def swap(v: int) -> int:
+        return j if v == i else i if v == j else v
+
+    fl = sorted((f.src, f.dst, f.bytes) for f in problem.flows)
+    sw = sorted((swap(f.src), swap(f.dst), f.bytes) for f in problem.flows)
+    return fl == sw
+
