@@ -48,7 +48,7 @@ def test_detour_around_a_dead_core_is_shortest_and_deterministic() -> None:
 def test_detour_around_a_dead_link() -> None:
     w = wafer(2, 3, dead_links=[((0, 1), (0, 2))])
     path = route(w, (0, 0), (0, 2))
-    assert path == [(0, 0), (0, 1), (1, 1), (1, 2), (0, 2)] or len(path) == 5
+    assert path == [(0, 0), (0, 1), (1, 1), (1, 2), (0, 2)]
     pairs = set(zip(path, path[1:], strict=False))
     assert ((0, 1), (0, 2)) not in pairs and ((0, 2), (0, 1)) not in pairs
 

@@ -109,6 +109,9 @@ def views() -> Graph:
     sq = b.src(K.INPUT, "sq", f32(4, 4))
     v_same = b.op(K.VIEW, x, name="v_same", shape=(4, 8))
     v_diff = b.op(K.VIEW, v_same, ty=f32(32), name="v_diff", shape=(32,))
+    # as_strided: a real reordering with the same type, and one that is a no-op
+    strided = b.op(K.VIEW, x, name="strided", size=(4, 8), stride=(1, 4), storage_offset=0)
+    s_ok = b.op(K.VIEW, x, name="s_ok", size=(4, 8), stride=(8, 1), storage_offset=0)
     t_id = b.op(K.TRANSPOSE, x, name="t_id", dim0=1, dim1=-1)  # swaps dim 1 with itself
     t_sq = b.op(K.TRANSPOSE, sq, name="t_sq", dim0=0, dim1=1)  # same type, real transpose
     t_nodims = b.op(K.TRANSPOSE, sq, name="t_nodims")  # no attrs: cannot tell, kept
@@ -128,7 +131,7 @@ def views() -> Graph:
     b.g.add_op(K.METADATA, [gi], [f32()], names=["meta_unused"])  # result unused: dropped
     meta = b.g.add_op(K.METADATA, [gi], [TensorType((), DType.I64)], names=["meta_used"]).result
     s = b.op(K.ADD, asrt, asrt, name="s")
-    return b.done(v_diff, t_sq, t_nodims, p_unit, e_grow, cast, s, gi_bad, meta)
+    return b.done(v_diff, strided, s_ok, t_sq, t_nodims, p_unit, e_grow, cast, s, gi_bad, meta)
 
 
 def chain() -> Graph:

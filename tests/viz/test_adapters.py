@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.viz.images import DPI, colours, pixels
+from waferflow.backend_sim.results import SimResult
 from waferflow.backend_sim.simulate import simulate
 from waferflow.ir.dtypes import DType
 from waferflow.ir.graph import Phase
@@ -28,7 +29,7 @@ from waferflow.viz import (
     timeline_view,
 )
 
-F, B, O = Phase.FWD, Phase.BWD, Phase.OPT
+FWD, BWD, OPT = Phase.FWD, Phase.BWD, Phase.OPT
 
 
 def _wafer(dead: frozenset = frozenset({(3, 3)})) -> Wafer:
@@ -51,15 +52,15 @@ def _wafer(dead: frozenset = frozenset({(3, 3)})) -> Wafer:
 
 # (core, flops, phase, module, stage, mem_bytes)
 _ACTORS = [
-    (0, 1_000_000, F, "model.embed", 0, 20_000),
-    (1, 2_000_000, F, "model.layers.0", 0, 30_000),
-    (2, 2_000_000, F, "model.layers.1", 1, 30_000),
-    (3, 2_000_000, F, "model.layers.2", 1, 90_000),  # more than the 64 KiB SRAM
-    (10, 1_000_000, F, "model.head", 2, 10_000),
-    (10, 4_000_000, B, "model.head", 2, 0),
-    (2, 4_000_000, B, "model.layers.1", 1, 0),
-    (0, 2_000_000, B, "model.embed", 0, 0),
-    (0, 100_000, O, "model.embed", 0, 0),
+    (0, 1_000_000, FWD, "model.embed", 0, 20_000),
+    (1, 2_000_000, FWD, "model.layers.0", 0, 30_000),
+    (2, 2_000_000, FWD, "model.layers.1", 1, 30_000),
+    (3, 2_000_000, FWD, "model.layers.2", 1, 90_000),  # more than the 64 KiB SRAM
+    (10, 1_000_000, FWD, "model.head", 2, 10_000),
+    (10, 4_000_000, BWD, "model.head", 2, 0),
+    (2, 4_000_000, BWD, "model.layers.1", 1, 0),
+    (0, 2_000_000, BWD, "model.embed", 0, 0),
+    (0, 100_000, OPT, "model.embed", 0, 0),
 ]
 _MESSAGES = [(0, 1), (1, 2), (2, 3), (3, 4), (4, 5), (5, 6), (6, 7), (7, 8)]
 
@@ -73,13 +74,16 @@ def _plan() -> Plan:
     return Plan.build("pipe3", "w4", actors, msgs)
 
 
+Run = tuple[Plan, Wafer, SimResult]
+
+
 @pytest.fixture(scope="module")
-def run() -> tuple[Plan, Wafer, object]:
+def run() -> Run:
     plan, wafer = _plan(), _wafer()
     return plan, wafer, simulate(plan, wafer)
 
 
-def test_placement_view_by_stage(run) -> None:
+def test_placement_view_by_stage(run: Run) -> None:
     plan, wafer, _ = run
     view = placement_view(plan, wafer)  # pipelined, so AUTO means stages
     assert view.labels == ("stage 0", "stage 1", "stage 2")
@@ -96,16 +100,22 @@ def test_placement_view_by_stage(run) -> None:
     )
 
 
-def test_placement_view_by_module_uses_the_heaviest_actor(run) -> None:
+def test_placement_view_by_module_uses_the_heaviest_actor(run: Run) -> None:
     plan, wafer, _ = run
     view = placement_view(plan, wafer, LabelBy.MODULE)
     # core 0 runs embed fwd (1M), embed bwd (2M) and opt: all "model.embed"
     assert view.labels[view.core_label[0]] == "model.embed"
     assert view.labels[view.core_label[2]] == "model.layers.1"
-    assert view.labels == ("model.embed", "model.layers.0", "model.layers.1", "model.layers.2", "model.head")
+    assert view.labels == (
+        "model.embed",
+        "model.layers.0",
+        "model.layers.1",
+        "model.layers.2",
+        "model.head",
+    )
 
 
-def test_placement_view_rejects_a_smaller_wafer(run) -> None:
+def test_placement_view_rejects_a_smaller_wafer(run: Run) -> None:
     plan, _, _ = run
     small = Wafer(
         name="tiny",
@@ -122,7 +132,7 @@ def test_placement_view_rejects_a_smaller_wafer(run) -> None:
         placement_view(plan, small)
 
 
-def test_link_view_matches_the_result(run) -> None:
+def test_link_view_matches_the_result(run: Run) -> None:
     _, wafer, result = run
     view = link_view(result)
     by_pair = {(lk.src, lk.dst): lk for lk in view.links}
@@ -137,7 +147,7 @@ def test_link_view_matches_the_result(run) -> None:
     assert sum(lk.bytes for lk in view.links) == result.total_link_bytes
 
 
-def test_timeline_view_matches_the_result(run) -> None:
+def test_timeline_view_matches_the_result(run: Run) -> None:
     plan, _, result = run
     view = timeline_view(plan, result)
     assert view.tracks == tuple(f"core {c} {divmod(c, 4)}" for c in plan.cores)
@@ -148,7 +158,9 @@ def test_timeline_view_matches_the_result(run) -> None:
         assert (span.start_s, span.end_s) == pytest.approx(result.actor_span(actor.id))
         assert span.phase == actor.phase.value
         assert view.tracks[span.track].startswith(f"core {actor.core} ")
-    remote = [m for m in plan.messages if plan.actors[m.src_actor].core != plan.actors[m.dst_actor].core]
+    remote = [
+        m for m in plan.messages if plan.actors[m.src_actor].core != plan.actors[m.dst_actor].core
+    ]
     assert sum(s.kind is SpanKind.SEND for s in view.spans) == len(remote)
     assert sum(s.kind is SpanKind.RECV for s in view.spans) == len(remote)
     # stage 1's first actor waits for stage 0's output to cross the die boundary
@@ -156,14 +168,14 @@ def test_timeline_view_matches_the_result(run) -> None:
     assert any(view.tracks[s.track].startswith("core 2 ") for s in waits)
 
 
-def test_timeline_view_needs_the_simulated_plan(run) -> None:
-    _, wafer, result = run
+def test_timeline_view_needs_the_simulated_plan(run: Run) -> None:
+    _, _, result = run
     other = Plan.build("other", "w4", [Actor(0, "x", 0)], [])
     with pytest.raises(VizError, match="pass the plan that was simulated"):
         timeline_view(other, result)
 
 
-def test_memory_view_matches_the_result(run) -> None:
+def test_memory_view_matches_the_result(run: Run) -> None:
     _, wafer, result = run
     view = memory_view(result)
     assert view.capacity_bytes == wafer.sram_bytes
@@ -178,14 +190,17 @@ def test_memory_view_of_a_coarse_wafer_has_reduced_capacities() -> None:
     coarse = fine.coarsen(2)
     assert coarse.partial_cores
     plan = Plan.build(
-        "one", coarse.name, [Actor(0, "a", 0, mem_bytes=100), Actor(1, "b", 3)], [Message(0, 0, 1, 64)]
+        "one",
+        coarse.name,
+        [Actor(0, "a", 0, mem_bytes=100), Actor(1, "b", 3)],
+        [Message(0, 0, 1, 64)],
     )
     view = memory_view(simulate(plan, coarse))
     assert view.core_capacity[0] == coarse.core_sram_bytes((0, 0)) < coarse.sram_bytes
     assert view.core_capacity[3] == coarse.sram_bytes
 
 
-def test_all_four_pictures(run, tmp_path: Path) -> None:
+def test_all_four_pictures(run: Run, tmp_path: Path) -> None:
     plan, wafer, result = run
     outs = [
         plot_placement(placement_view(plan, wafer), tmp_path / "p.png", dpi=DPI),

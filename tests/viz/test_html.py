@@ -41,7 +41,7 @@ def test_missing_or_unsupported_image(tmp_path: Path) -> None:
         write_report_html(tmp_path / "r.html", {"x": tmp_path / "nope.png"}, "")
     other = tmp_path / "x.gif"
     other.write_bytes(b"GIF89a")
-    with pytest.raises(VizError, match="only .png and .svg"):
+    with pytest.raises(VizError, match=r"only \.png and \.svg"):
         write_report_html(tmp_path / "r.html", {"x": other}, "")
 
 

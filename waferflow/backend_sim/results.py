@@ -135,10 +135,10 @@ class SimResult:
                 f"  {'core time':<22}compute {100 * comp:.1f} %, comm wait {100 * comm:.1f} %, "
                 f"idle {100 * idle:.1f} %"
             )
-        hop_bytes = self.total_link_bytes
+        remote = [m for m, h in zip(plan.messages, self.msg_hops, strict=True) if h]
         lines.append(
-            f"  {'network':<22}{_fmt_bytes(sum(m.bytes for m in plan.messages))} sent, "
-            f"{_fmt_bytes(hop_bytes)} x hop on {len(self.links)} links, "
+            f"  {'network':<22}{len(remote)} messages, {_fmt_bytes(sum(m.bytes for m in remote))} "
+            f"sent, {_fmt_bytes(self.total_link_bytes)} x hop on {len(self.links)} links, "
             f"queueing {_fmt_time(self.total_queueing_ps)} summed over messages"
         )
         busiest = self.busiest_links(top)

@@ -37,7 +37,7 @@ class KindEntry:
 # skipped, so the table works across the supported torch range.
 _SPEC: tuple[tuple[OpKind, tuple[str, ...], tuple[tuple[str, AttrValue], ...]], ...] = (
     # matmul-like
-    (K.MATMUL, ("mm", "matmul", "linear"), ()),
+    (K.MATMUL, ("mm",), ()),
     (K.BMM, ("bmm",), ()),
     (K.ADDMM, ("addmm",), ()),
     (K.BADDBMM, ("baddbmm",), ()),
@@ -154,7 +154,7 @@ _SPEC: tuple[tuple[OpKind, tuple[str, ...], tuple[tuple[str, AttrValue], ...]], 
     (K.MAX_POOL_BACKWARD, ("max_pool2d_with_indices_backward",), ()),
     (K.ADAPTIVE_AVG_POOL, ("_adaptive_avg_pool2d", "adaptive_avg_pool2d"), ()),
     # movement: views
-    (K.VIEW, ("view", "_unsafe_view", "reshape", "_reshape_alias", "as_strided", "unfold"), ()),
+    (K.VIEW, ("view", "_unsafe_view", "reshape", "_reshape_alias"), ()),
     (K.PERMUTE, ("permute",), ()),
     (K.TRANSPOSE, ("t", "transpose", "numpy_T"), ()),
     (K.EXPAND, ("expand",), ()),

@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from ortools.sat.python import cp_model
 
 from waferflow.mapper.bounds import largest_alive_rectangle, slowest_time_bound
@@ -206,16 +208,18 @@ def _die_indices(m: cp_model.CpModel, grid: Grid, centre2, n_dies: int, die_of, 
 @dataclass
 class RectModel:
     model: cp_model.CpModel
-    x: list[cp_model.IntVar]  # column
-    y: list[cp_model.IntVar]  # row
-    w: list[cp_model.IntVar]
-    h: list[cp_model.IntVar]
+    x: list  # column: IntVar, or int for a pinned group
+    y: list  # row
+    w: list
+    h: list
     techniques: tuple[str, ...]
 
     def rects(self, solver: cp_model.CpSolver) -> tuple[Rect, ...]:
+        def val(v) -> int:
+            return v if isinstance(v, int) else int(solver.value(v))
+
         return tuple(
-            Rect(solver.value(y), solver.value(x), solver.value(h), solver.value(w))
-            for x, y, w, h in zip(self.x, self.y, self.w, self.h, strict=True)
+            Rect(val(y), val(x), val(h), val(w)) for x, y, w, h in zip(self.x, self.y, self.w, self.h, strict=True)
         )
 
 
@@ -313,79 +317,106 @@ def build_rect_model(
 ) -> RectModel:
     """Free rectangles in a no-overlap-2D, with the redundant structure that makes CP-SAT
     effective: area and work bounds, tangent cuts, cumulative projections, pairwise
-    separation, and symmetry breaking. Groups in ``fixed`` are pinned to ``hint``."""
+    separation, and symmetry breaking. Groups in ``fixed`` are pinned to ``hint`` (LNS)."""
     grid = problem.grid
     R, C = grid.rows, grid.cols
     n = len(problem.groups)
     idle = problem.dead_cores is DeadCores.IDLE
-    techniques = ["redundant:area", "redundant:work-bounds", "redundant:tangent-cuts"]
+    if fixed and hint is None:
+        raise ValueError("fixed groups need a hint to pin them to")
+    techniques = ["redundant:area", "redundant:work-bounds", "redundant:tangent-cuts", "redundant:cumulative"]
     m = cp_model.CpModel()
     upper_t = max(scale.upper, 0)
+    balance = problem.weights.balance > 0
     t_var = m.new_int_var(0, upper_t, "T")
-    if problem.weights.balance > 0:
+    if balance:
         m.add(t_var >= math.floor(slowest_time_bound(problem) * problem.weights.balance / scale.unit))
     max_rect = largest_alive_rectangle(grid) if (grid.dead and not idle) else R * C
-    xs, ys, ws, hs, areas, cores_l, xiv, yiv = [], [], [], [], [], [], [], []
+    xs: list = []
+    ys: list = []
+    ws: list = []
+    hs: list = []
+    areas: list = []
+    xiv, yiv = [], []
+    free = [g for g in range(n) if g not in fixed]
+    bounds: dict[int, tuple[int, int]] = {}
     for g in range(n):
+        if g in fixed:
+            r = hint[g]
+            xs.append(r.col)
+            ys.append(r.row)
+            ws.append(r.width)
+            hs.append(r.height)
+            areas.append(r.area)
+            xiv.append(m.new_fixed_size_interval_var(r.col, r.width, f"X{g}"))
+            yiv.append(m.new_fixed_size_interval_var(r.row, r.height, f"Y{g}"))
+            if balance:
+                m.add(t_var >= time_ticks(problem, scale, g, problem.region_cores(r)))
+            continue
         lo, hi = _core_bounds(problem, scale, g)
         hi = min(hi, max_rect)
-        if g in fixed and hint is not None:
-            r = hint[g]
-            x = m.new_constant(r.col)
-            y = m.new_constant(r.row)
-            w = m.new_constant(r.width)
-            h = m.new_constant(r.height)
-        else:
-            x = m.new_int_var(0, C - 1, f"x{g}")
-            y = m.new_int_var(0, R - 1, f"y{g}")
-            w = m.new_int_var(max(1, -(-lo // R)), C, f"w{g}")
-            h = m.new_int_var(max(1, -(-lo // C)), R, f"h{g}")
+        bounds[g] = (lo, hi)
+        x = m.new_int_var(0, C - 1, f"x{g}")
+        y = m.new_int_var(0, R - 1, f"y{g}")
+        w = m.new_int_var(max(1, -(-lo // R)), C, f"w{g}")
+        h = m.new_int_var(max(1, -(-lo // C)), R, f"h{g}")
         area = m.new_int_var(lo, R * C if idle else hi, f"area{g}")
         m.add_multiplication_equality(area, [w, h])
-        xiv.append(m.new_interval_var(x, w, x + w, f"X{g}"))
-        yiv.append(m.new_interval_var(y, h, y + h, f"Y{g}"))
-        m.add(x + w <= C)
-        m.add(y + h <= R)
+        xe = m.new_int_var(1, C, f"xe{g}")  # the interval keeps x + w == xe <= C
+        ye = m.new_int_var(1, R, f"ye{g}")
+        xiv.append(m.new_interval_var(x, w, xe, f"X{g}"))
+        yiv.append(m.new_interval_var(y, h, ye, f"Y{g}"))
         xs.append(x)
         ys.append(y)
         ws.append(w)
         hs.append(h)
         areas.append(area)
-        cores_l.append((area, lo, hi))
     if grid.dead and not idle:
         for r, c, length in _dead_runs(grid):
             xiv.append(m.new_fixed_size_interval_var(c, length, f"deadx{r}_{c}"))
             yiv.append(m.new_fixed_size_interval_var(r, 1, f"deady{r}_{c}"))
         techniques.append("dead:obstacles")
     m.add_no_overlap_2d(xiv, yiv)
-    # the 2D packing projected on each axis: a cumulative of heights (widths) <= rows (cols)
+    # the packing projected on each axis: a cumulative of heights (widths) <= rows (cols)
     m.add_cumulative(xiv, hs + [1] * (len(xiv) - n), R)
     m.add_cumulative(yiv, ws + [1] * (len(yiv) - n), C)
-    techniques.append("redundant:cumulative")
-    cores_vars = []
     if idle and grid.dead:
-        cores_vars = _idle_cores(m, grid, xs, ys, ws, hs, areas, cores_l)
+        cores = _idle_cores(m, grid, free, xs, ys, ws, hs, areas, bounds)
         techniques.append("dead:idle-count")
     else:
-        cores_vars = areas
-    m.add(sum(cores_vars) <= grid.num_alive)
-    m.add(sum(areas) <= (R * C if idle else grid.num_alive))
-    amax = max(hi for _, _, hi in cores_l)
-    for g in range(n):
-        _, lo, hi = cores_l[g]
-        if problem.weights.balance > 0 and problem.groups[g].work > 0:
-            table = [time_ticks(problem, scale, g, a) for a in range(amax + 1)]
+        cores = {g: areas[g] for g in free}
+    fixed_cores = sum(problem.region_cores(hint[g]) for g in fixed) if fixed else 0
+    fixed_area = sum(hint[g].area for g in fixed) if fixed else 0
+    if free:
+        m.add(sum(cores[g] for g in free) <= grid.num_alive - fixed_cores)
+        m.add(sum(areas[g] for g in free) <= (R * C if idle else grid.num_alive) - fixed_area)
+    if balance and free:
+        amax = max(hi for _, hi in bounds.values())
+        a = np.arange(amax + 1, dtype=np.float64)
+        for g in free:
+            if problem.groups[g].work == 0:
+                continue
+            lo, hi = bounds[g]
+            with np.errstate(divide="ignore"):
+                raw = np.floor(_k(problem, scale, g) / a)
+            table = np.minimum(np.nan_to_num(raw, posinf=upper_t), upper_t).astype(np.int64).tolist()
             t_g = m.new_int_var(0, upper_t, f"t{g}")
-            m.add_element(cores_vars[g], table, t_g)
+            m.add_element(cores[g], table, t_g)
             m.add(t_var >= t_g)
-            add_tangent_cuts(m, problem, scale, g, t_var, cores_vars[g], lo, hi)
+            add_tangent_cuts(m, problem, scale, g, t_var, cores[g], lo, hi)
     cx = [2 * xs[g] + ws[g] for g in range(n)]
     cy = [2 * ys[g] + hs[g] for g in range(n)]
-    terms = [t_var] if problem.weights.balance > 0 else []
+    terms: list = [t_var] if balance else []
     die_c = _die_indices(m, grid, cx, grid.die_cols, grid.die_of_col, C)
     die_r = _die_indices(m, grid, cy, grid.die_rows, grid.die_of_row, R)
     hint_vals: list[tuple[cp_model.IntVar, int]] = []
-    for a, b, hop, die in pair_weights(problem, scale):
+    pairs = pair_weights(problem, scale)
+    for a, b, hop, die in pairs:
+        if a in fixed and b in fixed:
+            ra, rb = hint[a], hint[b]
+            terms.append(hop * (abs(ra.centre2[0] - rb.centre2[0]) + abs(ra.centre2[1] - rb.centre2[1])))
+            terms.append(die * grid.die_crossings(ra.centre_core, rb.centre_core))
+            continue
         if hop:
             dx = m.new_int_var(0, 2 * C, f"dx{a}_{b}")
             dy = m.new_int_var(0, 2 * R, f"dy{a}_{b}")
@@ -401,23 +432,22 @@ def build_rect_model(
                 ra, rb = hint[a], hint[b]
                 hint_vals += [(dx, abs(ra.centre2[1] - rb.centre2[1])), (dy, abs(ra.centre2[0] - rb.centre2[0]))]
         if die:
-            for dies in (die_c, die_r):
+            for k, dies in enumerate((die_c, die_r)):
                 if dies is not None:
-                    dd = m.new_int_var(0, grid.die_rows + grid.die_cols, f"dd{a}_{b}_{id(dies)}")
+                    dd = m.new_int_var(0, grid.die_rows + grid.die_cols, f"dd{a}_{b}_{k}")
                     m.add_abs_equality(dd, dies[a] - dies[b])
                     terms.append(die * dd)
-    if any(True for _ in pair_weights(problem, scale)):
+    if pairs:
         techniques.append("redundant:separation")
     obj = sum(terms) if terms else 0
     m.minimize(obj)
     if scale.upper > 0:
         m.add(obj <= scale.upper)
     if symmetry and not fixed:
-        techniques += _break_symmetry(m, problem, cx, cy, xs, ys, ws, hs)
+        techniques += _break_symmetry(m, problem, cx, cy)
     if hint is not None:
-        for g, r in enumerate(hint):
-            if g in fixed:
-                continue
+        for g in free:
+            r = hint[g]
             m.add_hint(xs[g], r.col)
             m.add_hint(ys[g], r.row)
             m.add_hint(ws[g], r.width)
@@ -425,17 +455,18 @@ def build_rect_model(
             m.add_hint(areas[g], r.area)
         for v, val in hint_vals:
             m.add_hint(v, val)
+        techniques.append("hint")
     return RectModel(m, xs, ys, ws, hs, tuple(techniques))
 
 
-def _idle_cores(m, grid: Grid, xs, ys, ws, hs, areas, cores_l) -> list:
+def _idle_cores(m, grid: Grid, free: list[int], xs, ys, ws, hs, areas, bounds) -> dict:
     """Alive cores of each rectangle = area minus the dead cores inside it, with one
     indicator per (group, dead row) and (group, dead column) shared by the dead cores."""
     dead = sorted(grid.dead)
     dead_rows = sorted({r for r, _ in dead})
     dead_cols = sorted({c for _, c in dead})
-    out = []
-    for g in range(len(xs)):
+    out = {}
+    for g in free:
         rin = {r: _covers(m, ys[g], hs[g], r, f"g{g}r{r}") for r in dead_rows}
         cin = {c: _covers(m, xs[g], ws[g], c, f"g{g}c{c}") for c in dead_cols}
         inside = []
@@ -444,10 +475,10 @@ def _idle_cores(m, grid: Grid, xs, ys, ws, hs, areas, cores_l) -> list:
             m.add_bool_and([rin[r], cin[c]]).only_enforce_if(b)
             m.add_bool_or([~rin[r], ~cin[c], b])
             inside.append(b)
-        _, lo, hi = cores_l[g]
+        lo, hi = bounds[g]
         cv = m.new_int_var(lo, hi, f"cores{g}")
         m.add(cv == areas[g] - sum(inside))
-        out.append(cv)
+        out[g] = cv
     return out
 
 
@@ -465,7 +496,7 @@ def _covers(m, start, size, pos: int, name: str):
     return both
 
 
-def _break_symmetry(m, problem: FloorplanProblem, cx, cy, xs, ys, ws, hs) -> list[str]:
+def _break_symmetry(m, problem: FloorplanProblem, cx, cy) -> list[str]:
     grid = problem.grid
     sym = Symmetries.of(grid)
     g = symmetry_anchor(problem)

@@ -1,7 +1,9 @@
 """canonicalize: remove ops that do nothing, forwarding their uses to an operand.
 
 Removed:
-- VIEW and EXPAND whose result type equals the operand's type;
+- VIEW and EXPAND whose result type equals the operand's type (a VIEW with a
+  ``stride`` attr, i.e. ``as_strided``, only when the strides are the contiguous
+  ones and ``storage_offset`` is 0 or absent);
 - TRANSPOSE (attrs ``dim0``, ``dim1``) and PERMUTE (attr ``dims`` or ``perm``) that
   keep every non-unit dimension in place, and any of them on a tensor of rank <= 1;
 - ALIAS and DETACH (same type as the operand);
@@ -71,6 +73,8 @@ class Canonicalize(Pass):
         src = op.operands[-1] if kind is K.COPY else op.operands[0]
         if src.type != res.type:
             return None
+        if kind is K.VIEW and not _is_plain_reshape(op):
+            return None
         if kind in (K.VIEW, K.EXPAND, K.ALIAS, K.DETACH, K.CLONE, K.COPY):
             return [(res, src)]
         if kind in (K.TRANSPOSE, K.PERMUTE) and _is_identity_permutation(op, src):
@@ -94,6 +98,22 @@ class Canonicalize(Pass):
                 return None
             pairs.append((res, same))
         return pairs
+
+
+def _is_plain_reshape(op: Op) -> bool:
+    """False for a strided view (``as_strided``: attrs ``stride`` / ``storage_offset``)
+    that may reorder or offset the data while keeping the type."""
+    offset = op.attrs.get("storage_offset")
+    if offset not in (None, 0):
+        return False
+    stride = op.attrs.get("stride")
+    if stride is None:
+        return True
+    shape = op.result.type.shape
+    contiguous = [1] * len(shape)
+    for i in range(len(shape) - 2, -1, -1):
+        contiguous[i] = contiguous[i + 1] * shape[i + 1]
+    return stride == tuple(contiguous)
 
 
 def _getitem_target(op: Op) -> Value | None:

@@ -31,7 +31,8 @@ def register_pass(cls: P) -> P:
     """
     if not (isinstance(cls, type) and issubclass(cls, Pass)):
         raise TypeError(f"@register_pass needs a Pass subclass, got {cls!r}")
-    params = getattr(cls, "__dataclass_params__", None)
+    # look in the class's own __dict__: a subclass not decorated inherits Pass's
+    params = cls.__dict__.get("__dataclass_params__")
     if not dataclasses.is_dataclass(cls) or params is None or not params.frozen:
         raise TypeError(f"pass {cls.__name__} must be a @dataclass(frozen=True)")
     name = cls.__dict__.get("name")
@@ -89,6 +90,10 @@ def registered() -> Mapping[str, type[Pass]]:
 def did_you_mean(word: str, choices: list[str]) -> str:
     """`` did you mean 'x'?`` (with its leading space), or an empty string."""
     close = difflib.get_close_matches(word, choices, n=3, cutoff=0.6)
+    # a prefix ("fuse" for "fuse-elementwise") is too short for difflib's ratio
+    if len(word) >= 3:
+        close += [c for c in sorted(choices) if c.startswith(word) and c not in close]
+    close = close[:3]
     if not close:
         return ""
     return " did you mean " + " or ".join(repr(c) for c in close) + "?"

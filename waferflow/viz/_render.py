@@ -64,12 +64,16 @@ def save(fig: Figure, path: str | Path, dpi: int) -> Path:
     return out
 
 
+MAX_ASPECT = 4.0  # grids more elongated than this get stretched (non-square) cells
+
+
 def grid_side(rows: int, cols: int) -> tuple[float, float]:
-    """Inches for a grid drawing that keeps cells square and stays readable."""
+    """Inches for a grid drawing that keeps cells square (up to ``MAX_ASPECT``) and
+    stays readable."""
     longest = max(rows, cols)
     side = min(7.0, max(3.2, 0.42 * longest))
-    width = side * cols / longest
-    height = side * rows / longest
+    short = side / min(longest / min(rows, cols), MAX_ASPECT)
+    width, height = (side, short) if cols >= rows else (short, side)
     return max(width, 2.0), max(height, 2.0)
 
 
@@ -82,7 +86,7 @@ def cell_points(rows: int, cols: int) -> float:
 def setup_grid_axes(ax: Axes, rows: int, cols: int) -> None:
     ax.set_xlim(-0.5, cols - 0.5)
     ax.set_ylim(rows - 0.5, -0.5)  # row 0 at the top, like a matrix
-    ax.set_aspect("equal")
+    ax.set_aspect(grid_aspect(rows, cols))
     ax.set_xlabel("column")
     ax.set_ylabel("row")
     from matplotlib.ticker import MaxNLocator
@@ -90,6 +94,11 @@ def setup_grid_axes(ax: Axes, rows: int, cols: int) -> None:
     ax.xaxis.set_major_locator(MaxNLocator(nbins=10, integer=True))
     ax.yaxis.set_major_locator(MaxNLocator(nbins=10, integer=True))
     ax.tick_params(labelsize=7)
+
+
+def grid_aspect(rows: int, cols: int) -> str:
+    """Square cells unless the grid is too elongated to read that way."""
+    return "equal" if max(rows, cols) <= MAX_ASPECT * min(rows, cols) else "auto"
 
 
 def grid_extent(rows: int, cols: int) -> tuple[float, float, float, float]:

@@ -173,9 +173,15 @@ def timeline_view(plan: Plan, result: SimResult) -> TimelineView:
     spans: list[Span] = []
     for a in actors:
         spans.append(
-            Span(track[a.core], start[a.id] * _PS, end[a.id] * _PS, SpanKind.COMPUTE,
-                 a.name, a.phase.value)
-        )  # fmt: skip
+            Span(
+                track[a.core],
+                start[a.id] * _PS,
+                end[a.id] * _PS,
+                SpanKind.COMPUTE,
+                a.name,
+                a.phase.value,
+            )
+        )
 
     incoming: dict[int, list[int]] = defaultdict(list)
     occupancy = result.link_occupancy
@@ -207,10 +213,9 @@ def timeline_view(plan: Plan, result: SimResult) -> TimelineView:
                 latest = max(arrive[m] for m in incoming[aid])
                 if latest > prev_end:
                     stop = min(start[aid], latest)
-                    spans.append(
-                        Span(track[core], prev_end * _PS, stop * _PS, SpanKind.WAIT,
-                             f"wait for {actors[aid].name}")
-                    )  # fmt: skip
+                    label = f"wait for {actors[aid].name}"
+                    span = Span(track[core], prev_end * _PS, stop * _PS, SpanKind.WAIT, label)
+                    spans.append(span)
             prev_end = max(prev_end, end[aid])
 
     return TimelineView(

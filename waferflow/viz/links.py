@@ -7,8 +7,9 @@ from pathlib import Path
 
 import matplotlib as mpl
 import numpy as np
+from matplotlib.axes import Axes
 from matplotlib.cm import ScalarMappable
-from matplotlib.colors import Normalize
+from matplotlib.colors import Colormap, Normalize
 from matplotlib.lines import Line2D
 from matplotlib.ticker import PercentFormatter
 
@@ -113,7 +114,7 @@ def plot_links(
     return R.save(fig, path, dpi)
 
 
-def _geometry(arr: _Arrays) -> tuple[np.ndarray, ...]:
+def _geometry(arr: _Arrays) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Tail points and vectors (x = col, y = row) of each arrow, shortened at both ends
     and shifted to the right of its direction, plus the unit normals."""
     p0 = arr.src[:, ::-1].astype(np.float64)
@@ -127,12 +128,26 @@ def _geometry(arr: _Arrays) -> tuple[np.ndarray, ...]:
     return tail, vec, normal
 
 
-def _draw_arrows(ax, view, arr: _Arrays, top, norm, cmap, dead) -> None:
+def _draw_arrows(
+    ax: Axes,
+    view: LinkView,
+    arr: _Arrays,
+    top: list[int],
+    norm: Normalize,
+    cmap: Colormap,
+    dead: np.ndarray,
+) -> None:
     rows, cols = view.rows, view.cols
     bg = np.empty((rows, cols, 4))
     bg[:] = R.BACKGROUND_RGBA
     bg[dead] = R.DEAD_RGBA
-    ax.imshow(bg, interpolation="nearest", extent=R.grid_extent(rows, cols), zorder=0)
+    ax.imshow(
+        bg,
+        interpolation="nearest",
+        extent=R.grid_extent(rows, cols),
+        aspect=R.grid_aspect(rows, cols),
+        zorder=0,
+    )
     R.draw_cell_borders(ax, rows, cols)
     R.draw_dead_markers(ax, rows, cols, dead, color="white")
     if not len(view.links):
@@ -174,9 +189,15 @@ def _draw_arrows(ax, view, arr: _Arrays, top, norm, cmap, dead) -> None:
         mid = tail[marked] + vec[marked] / 2
         size = min(0.13 * R.cell_points(rows, cols), 7.0) ** 2
         ax.scatter(
-            mid[:, 0], mid[:, 1], s=size, marker="D", facecolor="white", edgecolor="black",
-            linewidths=0.6, zorder=6,
-        )  # fmt: skip
+            mid[:, 0],
+            mid[:, 1],
+            s=size,
+            marker="D",
+            facecolor="white",
+            edgecolor="black",
+            linewidths=0.6,
+            zorder=6,
+        )
         handles.append(
             Line2D([], [], ls="", marker="D", mfc="white", mec="black", label="die-to-die")
         )
@@ -200,7 +221,15 @@ def _draw_arrows(ax, view, arr: _Arrays, top, norm, cmap, dead) -> None:
         )
 
 
-def _draw_image(ax, view, arr: _Arrays, top, norm, cmap, dead) -> int:
+def _draw_image(
+    ax: Axes,
+    view: LinkView,
+    arr: _Arrays,
+    top: list[int],
+    norm: Normalize,
+    cmap: Colormap,
+    dead: np.ndarray,
+) -> int:
     rows, cols = view.rows, view.cols
     per_core = np.zeros(rows * cols)
     if len(view.links):
@@ -214,13 +243,15 @@ def _draw_image(ax, view, arr: _Arrays, top, norm, cmap, dead) -> int:
         norm=norm,
         interpolation="nearest",
         extent=R.grid_extent(rows, cols),
+        aspect=R.grid_aspect(rows, cols),
         zorder=1,
     )
     R.draw_sparse_dead(ax, dead, color="white")
     if top:
         src = arr.src[np.asarray(top)]
-        ax.scatter(src[:, 1], src[:, 0], s=90, facecolor="none", edgecolor="black",
-                   linewidths=1.4, zorder=8)  # fmt: skip
+        ax.scatter(
+            src[:, 1], src[:, 0], s=90, facecolor="none", edgecolor="black", lw=1.4, zorder=8
+        )
         for i in top:
             r, c = view.links[i].src
             ax.annotate(

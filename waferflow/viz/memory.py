@@ -6,6 +6,7 @@ from pathlib import Path
 
 import matplotlib as mpl
 import numpy as np
+from matplotlib.axes import Axes
 from matplotlib.colors import Normalize
 from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import PercentFormatter
@@ -55,6 +56,7 @@ def plot_memory(
         norm=norm,
         interpolation="nearest",
         extent=R.grid_extent(rows, cols),
+        aspect=R.grid_aspect(rows, cols),
         zorder=1,
     )
     if small:
@@ -102,7 +104,7 @@ def plot_memory(
     return R.save(fig, path, dpi)
 
 
-def _write_percent(ax, frac: np.ndarray, dead: np.ndarray) -> None:
+def _write_percent(ax: Axes, frac: np.ndarray, dead: np.ndarray) -> None:
     rows, cols = frac.shape
     size = max(4.0, min(8.0, 0.3 * R.cell_points(rows, cols)))
     cmap = mpl.colormaps[CMAP]

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 from matplotlib import patheffects
+from matplotlib.axes import Axes
 from matplotlib.collections import PatchCollection
 from matplotlib.patches import Patch, Rectangle
 
@@ -59,7 +60,13 @@ def plot_placement(
     ax = fig.add_subplot()
     R.setup_grid_axes(ax, rows, cols)
     ax.set_anchor("W")  # keep the legend next to the grid, spare width goes right
-    ax.imshow(rgba, interpolation="nearest", extent=R.grid_extent(rows, cols), zorder=1)
+    ax.imshow(
+        rgba,
+        interpolation="nearest",
+        extent=R.grid_extent(rows, cols),
+        aspect=R.grid_aspect(rows, cols),
+        zorder=1,
+    )
 
     if small:
         R.draw_cell_borders(ax, rows, cols)
@@ -118,7 +125,7 @@ def _legend_handles(
     return handles
 
 
-def _draw_hatches(ax, labels: np.ndarray, dead: np.ndarray) -> None:
+def _draw_hatches(ax: Axes, labels: np.ndarray, dead: np.ndarray) -> None:
     """Labels past the 20th reuse tab20 colours shaded; a hatch tells them apart."""
     cycles = np.where(labels >= 0, labels // 20, 0)
     for cycle in np.unique(cycles[(cycles > 0) & ~dead]):
@@ -139,7 +146,7 @@ def _draw_hatches(ax, labels: np.ndarray, dead: np.ndarray) -> None:
         )
 
 
-def _draw_numbers(ax, labels: np.ndarray, dead: np.ndarray, colours: np.ndarray) -> None:
+def _draw_numbers(ax: Axes, labels: np.ndarray, dead: np.ndarray, colours: np.ndarray) -> None:
     rows, cols = labels.shape
     size = max(4.0, min(9.0, 0.38 * R.cell_points(rows, cols)))
     for r, c in zip(*np.nonzero((labels >= 0) & ~dead), strict=True):
@@ -148,7 +155,7 @@ def _draw_numbers(ax, labels: np.ndarray, dead: np.ndarray, colours: np.ndarray)
         ax.text(c, r, str(idx), ha="center", va="center", fontsize=size, color=colour, zorder=4)
 
 
-def _draw_regions(ax, view: PlacementView) -> None:
+def _draw_regions(ax: Axes, view: PlacementView) -> None:
     named = len(view.regions) <= _MAX_REGION_NAMES
     halo = [patheffects.withStroke(linewidth=3, foreground="white")]
     for reg in view.regions:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from matplotlib.axes import Axes
 from matplotlib.colors import to_rgba
 from matplotlib.patches import Patch
 
@@ -167,7 +168,7 @@ def plot_timeline(
     return R.save(fig, path, dpi)
 
 
-def _label_spans(ax, per_row: dict[int, list[Span]], scale: float, x_end: float) -> None:
+def _label_spans(ax: Axes, per_row: dict[int, list[Span]], scale: float, x_end: float) -> None:
     """Name the wide compute spans inside their bars (few tracks only)."""
     written = 0
     for row, spans in per_row.items():

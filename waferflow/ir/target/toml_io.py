@@ -542,7 +542,7 @@ def _write_table(lines: list[str], name: str, table: dict[str, Any]) -> None:
 def wafer_to_toml(w: Wafer) -> str:
     """The wafer as TOML text that ``load_wafer`` reads back to an equal Wafer."""
     lines = [
-        f"# Wafer {w.name}, written by waferflow.",
+        f"# Wafer {_toml_str(w.name)}, written by waferflow.",
         "# Plain numbers are SI units: bytes, bytes/s, seconds, Hz, FLOP/s.",
     ]
     for name, table in wafer_to_doc(w).items():
