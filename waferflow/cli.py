@@ -98,8 +98,6 @@ def cmd_opt(args: argparse.Namespace) -> int:
         time_passes=args.time_passes,
     )
     result = pm.run(graph, PassContext())
-    if args.time_passes:
-        print(pm.timing_report())
     text = print_graph(result)
     if args.output:
         _write_text(args.output, text)

@@ -1,4 +1,4 @@
-"""The discrete-event engine: one heap of ``(time_ps, seq, kind, a, b, c)`` events.
+"""The discrete-event engine: one heap of ``(time_ps, seq, x, k, code)`` events.
 
 ``seq`` is owned by the engine and increases with every push, so events at the same
 time run in the order they were scheduled: the run is deterministic.
@@ -23,12 +23,12 @@ from heapq import heappop, heappush
 from waferflow.backend_sim.network import Prepared
 from waferflow.errors import PlanError
 
-# event kinds
-_END = 0  # actor a finished
-_PKT = 1  # packet b of message a arrived at the core after hop c
-_ARRIVE = 2  # message a fully delivered
-_REQ = 3  # req of message a reached its destination
-_DATA = 4  # message a may start sending data
+# Events are (time_ps, seq, x, k, code). code > 0: packet k of message x arrived at
+# the core after `code` hops. Otherwise code names the event and x is its subject.
+_END = 0  # actor x finished
+_ARRIVE = -1  # message x fully delivered
+_REQ = -2  # req of message x reached its destination
+_DATA = -3  # message x may start sending data
 
 # why an actor started when it did (the last condition to be met)
 CAUSE_NONE = 0  # at time zero
@@ -142,7 +142,7 @@ def run(p: Prepared) -> RawRun:
         start[a] = t
         cause_kind[a] = ck
         cause_id[a] = cid
-        push(heap, (t + dur[a], seq, _END, a, 0, 0))
+        push(heap, (t + dur[a], seq, a, 0, _END))
         seq += 1
 
     def grant(m: int, t: int) -> None:
@@ -150,7 +150,7 @@ def run(p: Prepared) -> RawRun:
         nonlocal seq
         ts = t + sum_lat[m] if handshake else t
         data_start[m] = ts
-        push(heap, (ts, seq, _DATA, m, 0, 0))
+        push(heap, (ts, seq, m, 0, _DATA))
         seq += 1
 
     def request_in(m: int, t: int) -> None:
@@ -169,7 +169,7 @@ def run(p: Prepared) -> RawRun:
         if handshake:
             ta = t + sum_lat[m]
             req_at[m] = ta
-            push(heap, (ta, seq, _REQ, m, 0, 0))
+            push(heap, (ta, seq, m, 0, _REQ))
             seq += 1
         else:
             request_in(m, t)
@@ -177,43 +177,38 @@ def run(p: Prepared) -> RawRun:
     for ci in range(n_core):
         try_start(ci, 0, CAUSE_NONE, -1)
 
-    events = 0
     while heap:
-        ev = pop(heap)
-        events += 1
-        kind = ev[2]
-        if kind == _PKT:
-            # packet k of message m reached the core after hop `hop`: take the next link
-            t = ev[0]
-            m = ev[3]
-            k = ev[4]
-            hop = ev[5]
+        t, _, m, k, hop = pop(heap)
+        if hop > 0:
+            # packet k of message m reached the core after `hop` hops: take the next link.
+            # While the packet's next arrival is strictly earlier than every queued event,
+            # it would be popped next anyway: follow it without touching the heap.
             links, lat, sf, sl, lastk, h, os_, oe = rec[m]
-            li = links[hop]
-            f = free[li]
-            st = t if t > f else f
-            if k == lastk:
-                e = st + sl[hop]
-                free[li] = e
-                oe[hop] = e
-                if k == 0:
-                    os_[hop] = st
-                hop += 1
-                push(heap, (e + lat[hop - 1], seq, _PKT if hop < h else _ARRIVE, m, k, hop))
-                seq += 1
-            else:
-                e = st + sf[hop]
+            while True:
+                li = links[hop]
+                f = free[li]
+                st = t if t > f else f
+                if k == lastk:
+                    e = st + sl[hop]
+                    oe[hop] = e
+                else:
+                    e = st + sf[hop]
                 free[li] = e
                 if k == 0:
                     os_[hop] = st
+                t = e + lat[hop]
                 hop += 1
-                if hop < h:
-                    push(heap, (e + lat[hop - 1], seq, _PKT, m, k, hop))
+                if hop == h:
+                    if k == lastk:
+                        push(heap, (t, seq, m, k, _ARRIVE))
+                        seq += 1
+                    break
+                if heap and t >= heap[0][0]:
+                    push(heap, (t, seq, m, k, hop))
                     seq += 1
-        elif kind == _DATA:
+                    break
+        elif hop == _DATA:
             # all packets are at the source: queue them on the first link
-            t = ev[0]
-            m = ev[3]
             links, lat, sf, sl, lastk, h, os_, oe = rec[m]
             li = links[0]
             f = free[li]
@@ -224,19 +219,18 @@ def run(p: Prepared) -> RawRun:
                 s = sf[0]
                 for k in range(lastk):
                     st += s
-                    push(heap, (st + l0, seq, _PKT, m, k, 1))
+                    push(heap, (st + l0, seq, m, k, 1))
                     seq += 1
                 e = st + sl[0]
-                push(heap, (e + l0, seq, _PKT, m, lastk, 1))
+                push(heap, (e + l0, seq, m, lastk, 1))
             else:
                 e = st + lastk * sf[0] + sl[0]
-                push(heap, (e + l0, seq, _ARRIVE, m, lastk, 1))
+                push(heap, (e + l0, seq, m, lastk, _ARRIVE))
             seq += 1
             free[li] = e
             oe[0] = e
-        elif kind == _END:
-            t = ev[0]
-            a = ev[3]
+        elif hop == _END:
+            a = m
             end[a] = t
             ended += 1
             ci = actor_ci[a]
@@ -257,9 +251,7 @@ def run(p: Prepared) -> RawRun:
                 else:
                     go_out(m, t)
             try_start(ci, t, CAUSE_ACTOR, a)
-        elif kind == _ARRIVE:
-            t = ev[0]
-            m = ev[3]
+        elif hop == _ARRIVE:
             arrive[m] = t
             d = msg_dst[m]
             pending[d] -= 1
@@ -290,8 +282,7 @@ def run(p: Prepared) -> RawRun:
             if pending[d] == 0:
                 try_start(msg_dst_ci[m], t, CAUSE_MESSAGE, m)
         else:  # _REQ
-            m = ev[3]
-            request_in(m, ev[0])
+            request_in(m, t)
 
     if ended < n_act:
         stuck = [a for a in range(n_act) if end[a] < 0][:5]
@@ -309,5 +300,5 @@ def run(p: Prepared) -> RawRun:
         arrive=arrive,
         occ_start=occ_start,
         occ_end=occ_end,
-        events=events,
+        events=seq,
     )

@@ -5,7 +5,7 @@ whole training step); ``load_model`` builds the models of the zoo by name.
 """
 
 from waferflow.frontend.convert import UnknownOpWarning
-from waferflow.frontend.trace import trace
+from waferflow.frontend.tracer import trace
 from waferflow.frontend.zoo import ModelBundle, list_models, load_model
 
 __all__ = ["ModelBundle", "UnknownOpWarning", "list_models", "load_model", "trace"]

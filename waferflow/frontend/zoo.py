@@ -32,7 +32,7 @@ from torch import nn
 
 from waferflow.errors import ConfigError, TraceError
 from waferflow.frontend import zoo_cnn, zoo_hf
-from waferflow.frontend.trace import default_loss
+from waferflow.frontend.tracer import default_loss
 
 LossFn = Callable[..., torch.Tensor]
 

@@ -160,8 +160,20 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
+def _advice(exc: BaseException, train: bool) -> str:
+    text = f"{type(exc).__name__} {exc}".lower()
+    if "datadependent" in text.replace("_", "").replace(" ", "") or "data-dependent" in text:
+        head = (
+            "The model branches on tensor values (data-dependent control flow), which a "
+            "trace cannot follow; make the branch static or use torch.cond."
+        )
+    else:
+        head = "Check that the model runs on meta tensors and that torch.export.export(model, example_inputs) accepts it."  # fmt: skip
+    return head + (" Try mode='infer' (--mode infer) to trace the forward pass alone." if train else "")  # fmt: skip
+
+
 def _default_name(model: nn.Module, mode: Mode) -> str:
-    snake = re.sub(r"(?<!^)(?=[A-Z])", "_", type(model).__name__).lower()
+    snake = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", type(model).__name__).lower()
     return f"{snake}_{mode.value}"
 
 
@@ -233,17 +245,9 @@ def trace(
         except Exception as exc:
             module = scopes.failed_module(exc)
             where = f" in module '{module}'" if module else ""
-            advice = (
-                "Try mode='infer' (--mode infer) to check the forward pass alone; "
-                if train
-                else ""
-            ) + (
-                "the model must run on meta tensors without data-dependent Python control "
-                "flow, as torch.export.export(model, example_inputs) requires"
-            )
             raise TraceError(
                 f"could not trace {graph_name} ({type(model).__name__}, {mode_.value} mode)"
-                f"{where}: {_one_line(exc)}. {advice}"
+                f"{where}: {_one_line(exc)}. {_advice(exc, train)}"
             ) from exc
     return convert(gm, graph_name, sources, layout.outputs)
 
