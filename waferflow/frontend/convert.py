@@ -21,7 +21,7 @@ import torch
 import torch.fx
 
 from waferflow.errors import TraceError
-from waferflow.frontend.cost import op_cost, torch_flops
+from waferflow.frontend.cost import flop_formula, op_cost
 from waferflow.frontend.optable import lookup
 from waferflow.ir.dtypes import DType, TensorType
 from waferflow.ir.graph import Attrs, AttrValue, Graph, Phase, Provenance, Value
@@ -213,6 +213,11 @@ class _Converter:
         val = node.meta.get("val")
         if val is None:
             val = getattr(self.gm, target)
+        if not isinstance(val, torch.Tensor):
+            raise TraceError(
+                f"the traced graph holds a {type(val).__name__} attribute {target!r}; "
+                "control-flow operators such as torch.cond are not supported"
+            )
         op = self.graph.add_op(
             OpKind.CONSTANT,
             (),
@@ -273,12 +278,16 @@ class _Converter:
         if multi and any(v is None for v in outs) and "output_mask" not in attrs:
             attrs["output_mask"] = tuple(v is not None for v in outs)
         result_types = [tensor_type(v) for v in outs if v is not None]
-        if kind is OpKind.CAST and operands and result_types:
-            if operands[0].type.dtype == result_types[0].dtype:
-                kind = OpKind.COPY
+        same_dtype = bool(operands and result_types) and operands[0].type.dtype == result_types[0].dtype  # fmt: skip
+        if kind is OpKind.CAST and same_dtype:
+            kind = OpKind.COPY
         names = [self.hints.get((node, i)) for i, v in enumerate(outs) if v is not None]
 
-        flops = torch_flops(packet, kind, _fake(node.args), _fake(dict(node.kwargs)), val)
+        formula = flop_formula(packet, kind)
+        flops = None
+        if formula is not None:
+            kwargs = {k: _fake(v) for k, v in node.kwargs.items()}
+            flops = int(formula(*_fake(node.args), **kwargs, out_val=val))
         cost = op_cost(kind, [v.type for v in operands], result_types, flops)
         op = self.graph.add_op(
             kind,

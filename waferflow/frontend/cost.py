@@ -51,18 +51,16 @@ _SDPA_FALLBACK: Mapping[OpKind, object] = {
 }
 
 
-def torch_flops(packet: object, kind: OpKind, args: Sequence[Any], kwargs: Mapping[str, Any], out: Any) -> int | None:  # fmt: skip
-    """FLOPs from torch's formula for this op, or None when torch has none.
+def flop_formula(packet: object, kind: OpKind) -> Callable[..., Any] | None:
+    """Torch's FLOP formula for this op, or None when torch has none.
 
-    ``args``, ``kwargs`` and ``out`` are the op's arguments and result with fake
-    tensors in place of fx nodes, exactly what ``FlopCounterMode`` passes.
+    Call it as ``FlopCounterMode`` does: ``formula(*args, **kwargs, out_val=out)``
+    with fake tensors in place of fx nodes.
     """
     formula: Callable[..., Any] | None = flop_registry.get(packet)
     if formula is None and kind in _SDPA_FALLBACK:
         formula = flop_registry.get(_SDPA_FALLBACK[kind])
-    if formula is None:
-        return None
-    return int(formula(*args, **kwargs, out_val=out))
+    return formula
 
 
 def op_cost(

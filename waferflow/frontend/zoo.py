@@ -98,9 +98,7 @@ def load_model(spec: str, *, batch: int | None = None, seq: int | None = None) -
     if sep and path.endswith(".py"):
         return _load_file(Path(path), factory, batch, seq)
     known = ", ".join(s for s, _ in list_models())
-    raise TraceError(
-        f"unknown model {spec!r}: use one of {known}, or path/to/file.py:factory"
-    )
+    raise TraceError(f"unknown model {spec!r}: use one of {known}, or path/to/file.py:factory")
 
 
 def _unknown(spec: str, table: dict[str, Any], prefix: str) -> TraceError:

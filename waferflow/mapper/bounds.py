@@ -56,13 +56,58 @@ def max_region_cores(problem: FloorplanProblem) -> tuple[int, ...]:
     return tuple(min(cap, alive - (total_min - m)) for m in problem.min_areas)
 
 
+def rectangle_areas(rows: int, cols: int) -> np.ndarray:
+    """``up[a]``: the least area >= ``a`` that a ``w x h`` rectangle on the grid can have."""
+    ok = np.zeros(rows * cols + 1, dtype=bool)
+    for h in range(1, rows + 1):
+        ok[h * np.arange(1, cols + 1)] = True
+    up = np.full(rows * cols + 2, rows * cols + 1, dtype=np.int64)
+    for a in range(rows * cols, -1, -1):
+        up[a] = a if ok[a] else up[a + 1]
+    return up
+
+
+def _needed_cores(problem: FloorplanProblem, t: float) -> np.ndarray:
+    """Cores each group needs to finish within ``t`` (rounded down a hair: stays safe)."""
+    work = np.array([g.work for g in problem.groups], dtype=np.float64)
+    need = np.ceil(work / (t * problem.core_flops) * (1 - 1e-12) - 1e-9)
+    return np.maximum(need, np.array(problem.min_areas, dtype=np.float64)).astype(np.int64)
+
+
+def _fits(problem: FloorplanProblem, t: float, up: np.ndarray | None, amax: tuple[int, ...]) -> bool:
+    need = _needed_cores(problem, t)
+    if (need > np.array(amax)).any():
+        return False
+    if up is not None:  # without dead cores inside, a region is a whole rectangle
+        need = up[np.minimum(need, len(up) - 1)]
+    return int(need.sum()) <= problem.grid.num_alive
+
+
 def slowest_time_bound(problem: FloorplanProblem) -> float:
-    """Lower bound on the slowest group's compute time, in seconds."""
+    """Lower bound on the slowest group's compute time, in seconds: the least ``T`` at
+    which every group's needed cores (whole cores; a realisable rectangle area when
+    regions hold no dead cores) fit on the alive cores together."""
     f = problem.core_flops
+    amax = max_region_cores(problem)
     lb = problem.total_work / (problem.grid.num_alive * f)
-    for g, amax in zip(problem.groups, max_region_cores(problem), strict=True):
-        lb = max(lb, g.work / (amax * f))
-    return lb
+    for g, a in zip(problem.groups, amax, strict=True):
+        lb = max(lb, g.work / (a * f))
+    if lb <= 0:
+        return 0.0
+    exact_areas = problem.dead_cores is DeadCores.OBSTACLE or not problem.grid.dead
+    up = rectangle_areas(problem.grid.rows, problem.grid.cols) if exact_areas else None
+    lo, hi = lb * (1 - 1e-9), lb
+    while not _fits(problem, hi, up, amax):
+        lo, hi = hi, hi * 2
+        if hi > lb * 2**40:
+            return lb
+    for _ in range(50):  # lo never fits, hi always does
+        mid = (lo + hi) / 2
+        if _fits(problem, mid, up, amax):
+            hi = mid
+        else:
+            lo = mid
+    return max(lb, lo)
 
 
 def _pair_bytes(n: int, flows) -> dict[tuple[int, int], float]:
@@ -89,12 +134,17 @@ def floorplan_lower_bound(problem: FloorplanProblem, upper: float | None = None)
     dst = np.array([p[1] for p in pairs], dtype=np.int64)
     byt = np.array(list(pairs.values()), dtype=np.float64)
 
+    exact_areas = problem.dead_cores is DeadCores.OBSTACLE or not grid.dead
+    up = rectangle_areas(grid.rows, grid.cols) if exact_areas else None
+
     def traffic_at(t: np.ndarray) -> np.ndarray:
         # cores needed at slowest time t (rounded down a hair so the bound stays safe)
         with np.errstate(divide="ignore"):
             need = work[:, None] / (t[None, :] * problem.core_flops)
         need = np.ceil(need * (1 - 1e-12) - 1e-9)
         cores = np.maximum(need, mins[:, None])
+        if up is not None:
+            cores = up[np.minimum(cores, len(up) - 1).astype(np.int64)].astype(np.float64)
         wmin = np.ceil(cores / grid.rows)
         hmin = np.ceil(cores / grid.cols)
         sep = np.minimum(wmin[src] + wmin[dst], hmin[src] + hmin[dst]) / 2

@@ -1,0 +1,280 @@
+"""The Python API: ``compile`` an ``nn.Module`` onto a wafer, ``simulate`` it, look at it.
+
+    import waferflow as wf
+    plan = wf.compile(model, example_inputs, wafer="mesh16x16", mode="train")
+    report = plan.simulate()
+    print(report)
+    plan.save("model.plan.json"); wf.load_plan("model.plan.json")
+    report.to_chrome_trace("trace.json")
+    plan.plot_placement("placement.png"); report.plot_links("links.png")
+
+torch is imported only when a model is traced.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from waferflow.backend_sim import SimResult, estimate, simulate
+from waferflow.errors import WaferflowError
+from waferflow.ir.graph import Graph
+from waferflow.ir.parser import parse_graph
+from waferflow.ir.plan import Plan, plan_from_json, plan_to_json, verify_plan
+from waferflow.ir.target import Wafer, get_wafer
+from waferflow.ir.target.toml_io import parse_wafer_toml, wafer_to_toml
+from waferflow.passes import DEFAULT_PIPELINE, PassContext, PassManager, parse_pipeline
+from waferflow.passes.lower_plan import lower_to_plan
+
+BUNDLE_FORMAT = "waferflow.compiled"
+BUNDLE_VERSION = 1
+_DUMP_HEADER = re.compile(r"^// -----// IR Dump After (\S+) .*//----- //$", re.MULTILINE)
+
+
+@dataclass(frozen=True, slots=True)
+class StepTiming:
+    """Wall time of one compile step (trace, passes, lower, place, simulate, ...)."""
+
+    step: str
+    seconds: float
+
+
+@dataclass(eq=False)
+class Report:
+    """The simulated step: a ``SimResult`` plus the plan and wafer it came from."""
+
+    result: SimResult
+    plan: Plan
+    wafer: Wafer
+    timings: tuple[StepTiming, ...] = ()
+
+    @property
+    def step_time(self) -> float:
+        """Seconds per step."""
+        return self.result.step_time
+
+    def summary(self) -> str:
+        text = self.result.summary()
+        if self.timings:
+            steps = ", ".join(f"{t.step} {t.seconds:.2f} s" for t in self.timings)
+            text += f"\ncompile steps: {steps}"
+        return text
+
+    def __str__(self) -> str:
+        return self.summary()
+
+    def __repr__(self) -> str:
+        return (
+            f"<Report {self.plan.name!r} on {self.wafer.name!r}: step "
+            f"{self.result.step_time * 1e3:.4g} ms, {len(self.plan.actors)} actors>"
+        )
+
+    def to_chrome_trace(self, path: str | Path, link_tracks: bool = False) -> Path:
+        """Write a Chrome / Perfetto trace (open it in ui.perfetto.dev)."""
+        self.result.to_chrome_trace(path, link_tracks=link_tracks)
+        return Path(path)
+
+    def plot_links(self, path: str | Path, top_k: int = 5) -> Path:
+        from waferflow.viz import link_view, plot_links
+
+        return plot_links(link_view(self.result, self.wafer), path, top_k=top_k)
+
+    def plot_timeline(self, path: str | Path, max_tracks: int = 64) -> Path:
+        from waferflow.viz import plot_timeline, timeline_view
+
+        return plot_timeline(timeline_view(self.plan, self.result), path, max_tracks=max_tracks)
+
+    def plot_memory(self, path: str | Path) -> Path:
+        from waferflow.viz import memory_view, plot_memory
+
+        return plot_memory(memory_view(self.result, self.wafer), path)
+
+
+@dataclass(eq=False)
+class CompiledPlan:
+    """A model compiled onto a wafer: the actor program, the wafer, the final IR and
+    the IR after each pass (for debugging), and how long each step took."""
+
+    plan: Plan
+    wafer: Wafer
+    graph: Graph | None = None
+    ir_snapshots: tuple[tuple[str, str], ...] = ()
+    timings: tuple[StepTiming, ...] = ()
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def name(self) -> str:
+        return self.plan.name
+
+    def simulate(self) -> Report:
+        """Run the discrete-event simulation of one step."""
+        start = time.perf_counter()
+        result = simulate(self.plan, self.wafer)
+        took = StepTiming("simulate", time.perf_counter() - start)
+        return Report(result, self.plan, self.wafer, (*self.timings, took))
+
+    def estimate(self) -> Any:
+        """The analytical estimate (no link contention): fast, for search."""
+        return estimate(self.plan, self.wafer)
+
+    def ir_after(self, pass_name: str) -> Graph:
+        """The IR as it was right after pass ``pass_name`` (its last run)."""
+        for name, text in reversed(self.ir_snapshots):
+            if name == pass_name:
+                return parse_graph(text, source=f"<IR after {pass_name}>")
+        ran = ", ".join(n for n, _ in self.ir_snapshots) or "none were recorded"
+        raise WaferflowError(f"no IR recorded after pass {pass_name!r}; passes that ran: {ran}")
+
+    def save(self, path: str | Path) -> Path:
+        """Write the plan and its wafer as one JSON file (``load_plan`` reads it back)."""
+        doc = {
+            "format": BUNDLE_FORMAT,
+            "version": BUNDLE_VERSION,
+            "wafer_toml": wafer_to_toml(self.wafer),
+            "plan": json.loads(plan_to_json(self.plan)),
+            "notes": list(self.notes),
+        }
+        out = Path(path)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        return out
+
+    def plot_placement(self, path: str | Path) -> Path:
+        from waferflow.viz import placement_view, plot_placement
+
+        return plot_placement(placement_view(self.plan, self.wafer), path)
+
+    def __repr__(self) -> str:
+        return (
+            f"<CompiledPlan {self.plan.name!r} on {self.wafer.name!r} "
+            f"({self.wafer.rows}x{self.wafer.cols}): {len(self.plan.actors)} actors on "
+            f"{len(self.plan.cores)} cores, {len(self.plan.messages)} messages>"
+        )
+
+
+def load_plan(path: str | Path, wafer: str | Path | Wafer | None = None) -> CompiledPlan:
+    """Read a plan written by ``CompiledPlan.save`` (or a bare plan JSON, given a wafer)."""
+    file = Path(path)
+    if not file.is_file():
+        raise WaferflowError(f"{path}: no such plan file (write one with `waferflow compile -o`)")
+    text = file.read_text(encoding="utf-8")
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise WaferflowError(f"{path}:{err.lineno}:{err.colno}: not JSON: {err.msg}") from None
+    if isinstance(doc, dict) and doc.get("format") == BUNDLE_FORMAT:
+        if doc.get("version") != BUNDLE_VERSION:
+            raise WaferflowError(
+                f"{path}: version {doc.get('version')!r}; this waferflow reads {BUNDLE_VERSION}"
+            )
+        plan = plan_from_json(json.dumps(doc["plan"]), source=str(path))
+        w = (
+            get_wafer(wafer)
+            if wafer is not None
+            else parse_wafer_toml(doc["wafer_toml"], f"{path}#wafer", file.parent)
+        )
+        notes = tuple(str(n) for n in doc.get("notes", ()))
+    else:
+        plan = plan_from_json(text, source=str(path))
+        w = get_wafer(wafer if wafer is not None else plan.wafer_name)
+        notes = ()
+    verify_plan(plan, w)
+    return CompiledPlan(plan=plan, wafer=w, notes=notes)
+
+
+def resolve_wafer(wafer: str | Path | Wafer, coarsen: int = 1) -> Wafer:
+    w = get_wafer(wafer)
+    return w.coarsen(coarsen) if coarsen > 1 else w
+
+
+@contextmanager
+def _timed(timings: list[StepTiming], step: str, progress: Callable[[str], None] | None) -> Iterator[None]:  # fmt: skip
+    if progress is not None:
+        progress(step)
+    start = time.perf_counter()
+    yield
+    timings.append(StepTiming(step, time.perf_counter() - start))
+
+
+def compile(
+    model: Any,
+    example_inputs: Any = None,
+    *,
+    wafer: str | Path | Wafer,
+    mode: str = "infer",
+    optimizer: str = "sgd",
+    plan: str | None = None,
+    passes: str | None = None,
+    coarsen: int = 1,
+    loss_fn: Callable[..., Any] | None = None,
+    batch: int | None = None,
+    seq: int | None = None,
+    name: str | None = None,
+    keep_ir: bool = True,
+    print_ir_after: Sequence[str] = (),
+    progress: Callable[[str], None] | None = None,
+) -> CompiledPlan:
+    """Trace ``model`` and compile it onto ``wafer``.
+
+    ``model`` is an ``nn.Module`` (with ``example_inputs``) or a zoo name such as
+    ``"hf:gpt2"`` / ``"cnn:amcoda"`` / ``"path/file.py:factory"`` (then ``batch`` and
+    ``seq`` size its inputs). ``wafer`` is a preset name, a TOML path or a ``Wafer``;
+    ``coarsen=k`` plans on the k x k coarse view. ``passes`` overrides the pipeline.
+    """
+    from waferflow.frontend import load_model, trace
+
+    timings: list[StepTiming] = []
+    w = resolve_wafer(wafer, coarsen)
+    pipeline = parse_pipeline(passes or DEFAULT_PIPELINE)  # bad pipelines fail before tracing
+    with _timed(timings, "trace", progress):
+        if isinstance(model, str | Path):
+            bundle = load_model(str(model), batch=batch, seq=seq)
+            graph = trace(
+                bundle.module,
+                bundle.example_inputs if example_inputs is None else example_inputs,
+                mode=mode,
+                optimizer=optimizer,
+                loss_fn=loss_fn or bundle.loss_fn,
+                name=name or bundle.name,
+            )
+        else:
+            if example_inputs is None:
+                raise WaferflowError("compile() needs example_inputs for an nn.Module")
+            graph = trace(model, example_inputs, mode=mode, optimizer=optimizer,
+                          loss_fn=loss_fn, name=name)  # fmt: skip
+    buf = io.StringIO()
+    with _timed(timings, "passes", progress):
+        pm = PassManager(pipeline, print_ir_after_all=keep_ir, out=buf)
+        graph = pm.run(graph, PassContext(wafer=w))
+    snapshots = _split_dumps(buf.getvalue()) if keep_ir else ()
+    if print_ir_after:
+        for pass_name, text in snapshots:
+            if pass_name in print_ir_after:
+                print(f"// -----// IR Dump After {pass_name} //----- //\n{text}", end="")
+    with _timed(timings, "lower", progress):
+        if plan:
+            raise WaferflowError(
+                f"parallel plans ({plan!r}) need the parallelize pass, which is not built yet"
+            )
+        actor_plan = lower_to_plan(graph, w, name=graph.name)
+    return CompiledPlan(
+        plan=actor_plan,
+        wafer=w,
+        graph=graph,
+        ir_snapshots=snapshots,
+        timings=tuple(timings),
+    )
+
+
+def _split_dumps(text: str) -> tuple[tuple[str, str], ...]:
+    """Split PassManager's ``--print-ir-after-all`` output into (pass, IR text)."""
+    parts = _DUMP_HEADER.split(text)
+    # parts = [preamble, name1, body1, name2, body2, ...]
+    return tuple((parts[i], parts[i + 1].lstrip("\n")) for i in range(1, len(parts) - 1, 2))
