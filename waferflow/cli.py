@@ -138,46 +138,80 @@ def cmd_wafers(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_simulate(args: argparse.Namespace) -> int:
-    from waferflow.backend_sim import simulate
-    from waferflow.ir.plan import load_plan
-    from waferflow.ir.target import get_wafer
+def _progress(args: argparse.Namespace):  # -> Callable[[str], None] | None
+    """Step names on stderr when it is a terminal, unless --quiet."""
+    if getattr(args, "quiet", False) or not sys.stderr.isatty():
+        return None
+    return lambda step: print(f"waferflow: {step} ...", file=sys.stderr, flush=True)
 
-    plan = load_plan(args.plan)
-    wafer = get_wafer(args.wafer or plan.wafer_name)
-    result = simulate(plan, wafer)
-    print(result.summary())
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from waferflow.api import load_plan
+
+    compiled = load_plan(args.plan, wafer=args.wafer)
+    report = compiled.simulate()
+    print(report)
     if args.trace:
-        result.to_chrome_trace(args.trace, link_tracks=args.link_tracks)
+        report.to_chrome_trace(args.trace, link_tracks=args.link_tracks)
         print(f"wrote {args.trace} (open in ui.perfetto.dev or chrome://tracing)")
     return 0
 
 
-def cmd_compile(args: argparse.Namespace) -> int:
-    from waferflow.backend_sim import simulate
-    from waferflow.ir.plan import save_plan
-    from waferflow.ir.summary import summarize
-    from waferflow.ir.target import get_wafer
-    from waferflow.passes import DEFAULT_PIPELINE, PassContext, PassManager, parse_pipeline
-    from waferflow.passes.lower_plan import lower_to_plan
+def cmd_viz(args: argparse.Namespace) -> int:
+    from waferflow.api import load_plan
 
-    wafer = get_wafer(args.wafer)
-    if args.coarsen > 1:
-        wafer = wafer.coarsen(args.coarsen)
-    passes = parse_pipeline(args.passes or DEFAULT_PIPELINE)
-    graph = _trace_model(args)
-    pm = PassManager(passes, print_ir_after=frozenset(args.print_ir_after or ()))
-    graph = pm.run(graph, PassContext(wafer=wafer))
-    print(summarize(graph))
-    plan = lower_to_plan(graph, wafer)
-    result = simulate(plan, wafer)
-    print(result.summary())
+    compiled = load_plan(args.plan, wafer=args.wafer)
+    if args.kind == "placement":
+        out = compiled.plot_placement(args.output)
+    else:
+        report = compiled.simulate()
+        plot = {
+            "links": report.plot_links,
+            "timeline": report.plot_timeline,
+            "memory": report.plot_memory,
+        }[args.kind]
+        out = plot(args.output)
+    print(f"wrote {out}")
+    return 0
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    from waferflow.api import compile as wf_compile
+    from waferflow.ir.summary import summarize
+
+    compiled = wf_compile(
+        args.model,
+        wafer=args.wafer,
+        mode=args.mode,
+        optimizer=args.optimizer,
+        plan=args.plan,
+        passes=args.passes,
+        coarsen=args.coarsen,
+        batch=args.batch,
+        seq=args.seq,
+        print_ir_after=tuple(args.print_ir_after or ()),
+        progress=_progress(args),
+    )
+    if compiled.graph is not None:
+        print(summarize(compiled.graph))
+    for note in compiled.notes:
+        print(note)
+    report = compiled.simulate()
+    print(report)
+    written: list[str] = []
     if args.output:
-        save_plan(plan, args.output)
-        print(f"wrote {args.output}")
+        written.append(str(compiled.save(args.output)))
     if args.trace:
-        result.to_chrome_trace(args.trace)
-        print(f"wrote {args.trace} (open in ui.perfetto.dev or chrome://tracing)")
+        written.append(str(report.to_chrome_trace(args.trace)))
+    if args.png:
+        written.append(str(compiled.plot_placement(args.png)))
+    if args.report:
+        out = Path(args.report)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(f"# {compiled.name} on {compiled.wafer.name}\n\n```\n{report}\n```\n")
+        written.append(str(out))
+    for path in written:
+        print(f"wrote {path}")
     return 0
 
 
@@ -244,9 +278,23 @@ def build_parser() -> argparse.ArgumentParser:
                    help="plan on the coarse view: K x K cores as one node (default 1)")  # fmt: skip
     p.add_argument("--passes", help="override the pass pipeline")
     p.add_argument("--print-ir-after", action="append", metavar="PASS")
-    p.add_argument("-o", "--output", metavar="PLAN.json", help="save the plan")
+    p.add_argument("--plan", help="parallel plan, e.g. 'dp=2,tp=4,pp=2,microbatches=4'")
+    p.add_argument("-o", "--output", metavar="PLAN.json", help="save the plan (with its wafer)")
     p.add_argument("--trace", metavar="TRACE.json", help="write a Chrome / Perfetto trace")
+    p.add_argument("--png", metavar="PLACEMENT.png", help="draw the placement map (.png or .svg)")
+    p.add_argument("--report", metavar="REPORT.md", help="write the report as Markdown")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
     p.set_defaults(func=cmd_compile)
+
+    p = sub.add_parser("viz", help="draw a saved plan: placement, links, timeline or memory",
+                       description="Draw a picture of a saved plan (links, timeline and "
+                       "memory simulate it first).")  # fmt: skip
+    p.add_argument("plan", metavar="PLAN.json")
+    p.add_argument("--kind", choices=["placement", "links", "timeline", "memory"],
+                   default="placement", help="which picture (default: placement)")  # fmt: skip
+    p.add_argument("--wafer", help="wafer preset or TOML (default: the one saved with the plan)")
+    p.add_argument("-o", "--output", required=True, help="output file, .png or .svg")
+    p.set_defaults(func=cmd_viz)
     return parser
 
 
@@ -257,6 +305,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args))
     except WaferflowError as err:
         print(f"waferflow: error: {err}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except OSError as err:  # unreadable input or unwritable output path
+        print(f"waferflow: error: {err.strerror or err}: {err.filename or ''}", file=sys.stderr)
         return EXIT_USER_ERROR
     except KeyboardInterrupt:
         print("waferflow: interrupted", file=sys.stderr)
