@@ -277,7 +277,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--coarsen", type=int, default=1, metavar="K",
                    help="plan on the coarse view: K x K cores as one node (default 1)")  # fmt: skip
     p.add_argument("--passes", help="override the pass pipeline")
-    p.add_argument("--print-ir-after", action="append", metavar="PASS")
+    p.add_argument("--print-ir-after", action="append", metavar="PASS",
+                   help="print the IR after this pass (repeatable)")  # fmt: skip
     p.add_argument("--plan", help="parallel plan, e.g. 'dp=2,tp=4,pp=2,microbatches=4'")
     p.add_argument("-o", "--output", metavar="PLAN.json", help="save the plan (with its wafer)")
     p.add_argument("--trace", metavar="TRACE.json", help="write a Chrome / Perfetto trace")

@@ -184,6 +184,12 @@ def run(p: Prepared) -> RawRun:
             # While the packet's next arrival is strictly earlier than every queued event,
             # it would be popped next anyway: follow it without touching the heap.
             links, lat, sf, sl, lastk, h, os_, oe = rec[m]
+            if hop == 1 and k < lastk:
+                # the next packet on the first link is one serialisation behind this one
+                k1 = k + 1
+                tn = (os_[0] + (k1 + 1) * sf[0] if k1 < lastk else oe[0]) + lat[0]
+                push(heap, (tn, seq, m, k1, 1))
+                seq += 1
             while True:
                 li = links[hop]
                 f = free[li]
@@ -214,21 +220,16 @@ def run(p: Prepared) -> RawRun:
             f = free[li]
             st = t if t > f else f
             os_[0] = st
-            l0 = lat[0]
-            if h > 1:
-                s = sf[0]
-                for k in range(lastk):
-                    st += s
-                    push(heap, (st + l0, seq, m, k, 1))
-                    seq += 1
-                e = st + sl[0]
-                push(heap, (e + l0, seq, m, lastk, 1))
-            else:
-                e = st + lastk * sf[0] + sl[0]
-                push(heap, (e + l0, seq, m, lastk, _ARRIVE))
-            seq += 1
+            e = st + lastk * sf[0] + sl[0]
             free[li] = e
             oe[0] = e
+            # only the first packet's arrival is queued; each packet queues the next's
+            # (keeps the heap at one entry per message on its first hop)
+            if h > 1:
+                push(heap, (st + (sf[0] if lastk else sl[0]) + lat[0], seq, m, 0, 1))
+            else:
+                push(heap, (e + lat[0], seq, m, lastk, _ARRIVE))
+            seq += 1
         elif hop == _END:
             a = m
             end[a] = t

@@ -167,14 +167,25 @@ def _own_callables(module: ModuleType) -> list[str]:
     )
 
 
-def _call_sized(fn: Callable[..., Any], where: str, batch: int | None, seq: int | None) -> Any:
-    """Call ``fn`` with the batch / seq given, refusing sizes it does not accept."""
-    kwargs = {k: v for k, v in (("batch", batch), ("seq", seq)) if v is not None}
+def _sizes(batch: int | None, seq: int | None) -> dict[str, int]:
+    return {k: v for k, v in (("batch", batch), ("seq", seq)) if v is not None}
+
+
+def _accepted(fn: Callable[..., Any], sizes: dict[str, int]) -> dict[str, int]:
+    """The sizes ``fn`` takes as keyword arguments."""
     params = inspect.signature(fn).parameters
-    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-    for key in kwargs:
-        if key not in params and not takes_any:
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return dict(sizes)
+    return {k: v for k, v in sizes.items() if k in params}
+
+
+def _refuse_unused(where: str, sizes: dict[str, int], used: dict[str, int]) -> None:
+    for key in sizes:
+        if key not in used:
             raise ConfigError(f"{where} takes no {key!r} argument, so {key}= cannot be set")
+
+
+def _call_meta(fn: Callable[..., Any], kwargs: dict[str, int]) -> Any:
     with torch.device("meta"):
         return fn(**kwargs)
 
@@ -193,15 +204,16 @@ def _load_file(path: Path, factory_name: str, batch: int | None, seq: int | None
             f"{str(path)!r} defines no callable {factory_name!r}; callables it defines: {defined}"
         )
     where = f"{path}:{factory_name}"
+    sizes = _sizes(batch, seq)
+    used = _accepted(factory, sizes)
     try:
-        made = _call_sized(factory, where, batch, seq)
-    except (TraceError, ConfigError):
-        raise
+        made = _call_meta(factory, used)
     except Exception as exc:
         raise TraceError(f"{where} failed: {type(exc).__name__}: {exc}") from exc
     file_loss = getattr(module, "loss_fn", None)
     loss: LossFn = file_loss if callable(file_loss) else default_loss
     if isinstance(made, ModelBundle):
+        _refuse_unused(where, sizes, used)
         return made
     if isinstance(made, nn.Module):
         make_inputs = getattr(module, "example_inputs", None)
@@ -210,9 +222,15 @@ def _load_file(path: Path, factory_name: str, batch: int | None, seq: int | None
                 f"{where} returned a bare module and {str(path)!r} defines no "
                 "example_inputs(); return (module, example_inputs) from the factory instead"
             )
-        inputs = _call_sized(make_inputs, f"{path}:example_inputs", batch, seq)
+        input_sizes = _accepted(make_inputs, sizes)
+        _refuse_unused(f"{where} (with {path}:example_inputs)", sizes, used | input_sizes)
+        try:
+            inputs = _call_meta(make_inputs, input_sizes)
+        except Exception as exc:
+            raise TraceError(f"{path}:example_inputs failed: {type(exc).__name__}: {exc}") from exc
         return ModelBundle(where, made, _to_meta(inputs), loss, f"{type(made).__name__} from {path}")  # fmt: skip
     if isinstance(made, tuple) and len(made) in (2, 3) and isinstance(made[0], nn.Module):
+        _refuse_unused(where, sizes, used)
         if len(made) == 3:
             if not callable(made[2]):
                 raise TraceError(f"{where} returned a loss_fn that is not callable")

@@ -1,0 +1,72 @@
+"""`make demo`: the whole path on a real model.
+
+Trace GPT-2's training step on meta tensors, run the default passes, lower it onto a
+preset wafer, simulate one step, print the report, and write the pictures, the plan and
+a Perfetto trace under out/demo/.
+
+    python examples/demo.py [--model hf:gpt2] [--wafer mesh16x16] [--out out/demo]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import waferflow as wf
+from waferflow.ir.summary import summarize
+from waferflow.viz import write_report_html
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="hf:gpt2")
+    ap.add_argument("--wafer", default="mesh16x16")
+    ap.add_argument("--mode", default="train", choices=["train", "infer"])
+    ap.add_argument("--batch", type=int, default=2)
+    ap.add_argument("--seq", type=int, default=128)
+    ap.add_argument("--plan", default=None, help="parallel plan, e.g. dp=2,tp=4,pp=2")
+    ap.add_argument("--out", default="out/demo")
+    args = ap.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+
+    print(f"== compiling {args.model} ({args.mode}, batch {args.batch}, seq {args.seq}) "
+          f"onto {args.wafer}")  # fmt: skip
+    compiled = wf.compile(
+        args.model,
+        wafer=args.wafer,
+        mode=args.mode,
+        batch=args.batch,
+        seq=args.seq,
+        plan=args.plan,
+        progress=lambda step: print(f"   {step} ...", flush=True),
+    )
+    assert compiled.graph is not None
+    print(summarize(compiled.graph))
+    print(repr(compiled))
+    report = compiled.simulate()
+    print()
+    print(report)
+
+    files = {
+        "plan": compiled.save(out / "plan.json"),
+        "trace": report.to_chrome_trace(out / "trace.json"),
+        "placement": compiled.plot_placement(out / "placement.png"),
+        "links": report.plot_links(out / "links.png"),
+        "timeline": report.plot_timeline(out / "timeline.png"),
+        "memory": report.plot_memory(out / "memory.png"),
+    }
+    (out / "graph.wf").write_text(wf.ir.print_graph(compiled.graph), encoding="utf-8")
+    files["ir"] = out / "graph.wf"
+    images = {k: files[k] for k in ("placement", "links", "timeline", "memory")}
+    files["html"] = write_report_html(out / "report.html", images, str(report))
+    print("\n== wrote")
+    for kind, path in files.items():
+        print(f"   {kind:<10} {path}")
+    print(f"   open {files['trace']} in https://ui.perfetto.dev, {files['html']} in a browser")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

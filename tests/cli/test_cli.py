@@ -1,0 +1,183 @@
+"""The `waferflow` command: help texts, the trace -> opt -> compile -> simulate path,
+and one clear message (exit 2, no traceback) for each kind of bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from waferflow.cli import EXIT_USER_ERROR, build_parser, main
+from waferflow.ir.parser import parse_graph
+
+SUBCOMMANDS = ["trace", "opt", "passes", "models", "wafers", "simulate", "compile", "viz"]
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_help_lists_every_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    for name in SUBCOMMANDS:
+        assert name in out
+
+
+@pytest.mark.parametrize("name", SUBCOMMANDS)
+def test_each_subcommand_has_complete_help(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main([name, "--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert f"usage: waferflow {name}" in out
+    # every option documented: no argparse entry without a help string
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command").choices[name]
+    for action in sub._actions:
+        if action.dest != "help" and action.option_strings:
+            assert action.help, f"{name} {action.option_strings} has no help text"
+
+
+@pytest.fixture(scope="module")
+def cnn_ir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("ir") / "cnn.wf"
+    assert main(["trace", "cnn:amcoda", "--mode", "train", "--batch", "4", "-o", str(path)]) == 0
+    return path
+
+
+def test_trace_train_has_fwd_bwd_opt_with_flops(cnn_ir: Path) -> None:
+    graph = parse_graph(cnn_ir.read_text(), source=str(cnn_ir))
+    phases = {op.phase.value for op in graph.ops}
+    assert phases == {"fwd", "bwd", "opt"}
+    convs = [op for op in graph.ops if op.kind.value in ("conv", "conv_backward")]
+    assert convs and all(op.cost.flops > 0 for op in convs)
+
+
+def test_opt_prints_ir_after_each_pass_and_it_parses(
+    cnn_ir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(
+        capsys, "opt", str(cnn_ir), "-p", "canonicalize,dce,fuse-elementwise",
+        "--print-ir-after-all", "--verify-each",
+    )  # fmt: skip
+    assert code == 0
+    chunks = out.split("// -----// IR Dump After ")[1:]
+    assert [c.split(" ", 1)[0] for c in chunks] == ["canonicalize", "dce", "fuse-elementwise"]
+    for chunk in chunks:
+        body = chunk.split("\n", 1)[1]
+        parse_graph(body)
+
+
+def test_opt_time_passes_prints_one_table(cnn_ir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "opt", str(cnn_ir), "-p", "dce", "--time-passes", "-o", "/dev/null")
+    assert code == 0
+    assert out.count("dce") >= 1
+
+
+def test_wafers_list_and_show(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, out, _ = run(capsys, "wafers")
+    assert code == 0
+    for name in ("amcoda", "wse2", "wse3", "dojo-d1", "dojo-tile", "mesh4x4", "mesh16x16"):
+        assert name in out
+    code, out, _ = run(capsys, "wafers", "show", "wse2")
+    assert code == 0 and "wse2" in out
+    bad = tmp_path / "bad.toml"
+    bad.write_text('preset = "mesh4x4"\n[link]\nbandwidth = -1\n')
+    code, _, err = run(capsys, "wafers", "show", str(bad))
+    assert code == EXIT_USER_ERROR
+    assert "bandwidth" in err and "Traceback" not in err
+
+
+def test_compile_save_simulate_trace(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    plan = tmp_path / "plan.json"
+    trace = tmp_path / "trace.json"
+    code, out, _ = run(
+        capsys, "compile", "hf:gpt2-tiny", "--wafer", "mesh16x16", "--mode", "infer",
+        "--batch", "1", "--seq", "16", "-o", str(plan), "-q",
+    )  # fmt: skip
+    assert code == 0, out
+    assert "step time" in out
+    code, out, _ = run(capsys, "simulate", str(plan), "--trace", str(trace))
+    assert code == 0
+    assert "step time" in out and "busiest links" in out and "peak memory" in out
+    doc = json.loads(trace.read_text())
+    events = doc["traceEvents"]
+    assert any(e.get("ph") == "X" for e in events)
+    for e in events:
+        if e.get("ph") == "X":
+            assert {"name", "ts", "dur", "pid", "tid"} <= e.keys()
+
+
+BAD_INPUTS = [
+    (["trace", "no/such/file.py:make"], "no/such/file.py"),
+    (["opt", "missing.wf", "-p", "dce"], "missing.wf"),
+    (["compile", "hf:gpt2-tiny", "--wafer", "no-such-wafer"], "no-such-wafer"),
+    (["simulate", "missing.json"], "missing.json"),
+]
+
+
+@pytest.mark.parametrize(("argv", "needle"), BAD_INPUTS)
+def test_bad_inputs_one_clear_message(
+    argv: list[str], needle: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run(capsys, *argv)
+    assert code == EXIT_USER_ERROR
+    assert needle in err
+    assert "Traceback" not in err
+    assert err.startswith("waferflow: error: ")
+
+
+def test_factory_missing_lists_callables(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    model = tmp_path / "m.py"
+    model.write_text("import torch\ndef build():\n    return torch.nn.Linear(2, 2)\n")
+    code, _, err = run(capsys, "trace", f"{model}:nope")
+    assert code == EXIT_USER_ERROR
+    assert "nope" in err and "build" in err
+
+
+def test_model_that_fails_to_trace(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    model = tmp_path / "broken.py"
+    model.write_text(
+        "import torch\n"
+        "class Broken(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        raise RuntimeError('shape mismatch in my layer')\n"
+        "def make():\n"
+        "    return Broken(), (torch.zeros(2, 2),)\n"
+    )
+    code, _, err = run(capsys, "trace", f"{model}:make")
+    assert code == EXIT_USER_ERROR
+    assert "shape mismatch" in err and "Traceback" not in err
+
+
+def test_malformed_ir_reports_line_and_column(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    bad = tmp_path / "bad.wf"
+    bad.write_text(
+        'graph @g {\n  %x = input "x" : f32[2] fwd\n  %y = frobnicate %x : f32[2] fwd\n}\n'
+    )
+    code, _, err = run(capsys, "opt", str(bad), "-p", "dce")
+    assert code == EXIT_USER_ERROR
+    assert f"{bad}:3:" in err and "frobnicate" in err
+
+
+@pytest.mark.parametrize(
+    ("pipeline", "needle"),
+    [("dce,no-such-pass", "no-such-pass"), ("fuse-elementwise{maxx=3}", "maxx"),
+     ("fuse-elementwise{max=abc}", "max")],
+)  # fmt: skip
+def test_bad_pipeline(
+    pipeline: str, needle: str, cnn_ir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run(capsys, "opt", str(cnn_ir), "-p", pipeline)
+    assert code == EXIT_USER_ERROR
+    assert needle in err and "Traceback" not in err
