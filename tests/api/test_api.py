@@ -1,0 +1,77 @@
+"""The Python API: compile, save, load, simulate gives the same report; reprs; errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+import waferflow as wf
+from waferflow.errors import WaferflowError
+
+
+class MLP(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(64, 128)
+        self.fc2 = nn.Linear(128, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+@pytest.fixture(scope="module")
+def compiled() -> wf.CompiledPlan:
+    return wf.compile(MLP(), (torch.randn(8, 64),), wafer="mesh4x4", mode="train")
+
+
+def test_compile_module_in_three_lines(compiled: wf.CompiledPlan) -> None:
+    report = compiled.simulate()
+    assert report.step_time > 0
+    assert "step time" in str(report)
+    assert "CompiledPlan" in repr(compiled) and "mesh4x4" in repr(compiled)
+    assert "Report" in repr(report)
+    assert [t.step for t in report.timings][:3] == ["trace", "passes", "lower"]
+
+
+def test_save_load_simulate_round_trip(compiled: wf.CompiledPlan, tmp_path: Path) -> None:
+    path = compiled.save(tmp_path / "mlp.plan.json")
+    again = wf.load_plan(path)
+    assert again.plan == compiled.plan
+    assert again.wafer == compiled.wafer
+    a, b = compiled.simulate(), again.simulate()
+    assert a.result.step_time_ps == b.result.step_time_ps
+    assert a.result.summary() == b.result.summary()
+    # the same inputs give the same bytes
+    path2 = compiled.save(tmp_path / "again.json")
+    assert path.read_bytes() == path2.read_bytes()
+
+
+def test_ir_after_each_pass(compiled: wf.CompiledPlan) -> None:
+    after_dce = compiled.ir_after("dce")
+    after_fuse = compiled.ir_after("fuse-elementwise")
+    assert len(after_fuse.ops) <= len(after_dce.ops)
+    with pytest.raises(WaferflowError, match="no IR recorded after pass 'place'"):
+        compiled.ir_after("place")
+
+
+def test_wafer_accepts_preset_toml_and_object(tmp_path: Path) -> None:
+    toml = tmp_path / "w.toml"
+    toml.write_text('preset = "mesh4x4"\n[wafer]\nname = "mine"\n[link]\nbandwidth = 2e11\n')
+    for wafer in ("mesh4x4", toml, wf.get_wafer("mesh4x4")):
+        plan = wf.compile(MLP(), (torch.randn(8, 64),), wafer=wafer)
+        assert plan.wafer.rows == 4
+    assert wf.compile(MLP(), (torch.randn(8, 64),), wafer=toml).wafer.name == "mine"
+
+
+def test_bad_arguments() -> None:
+    with pytest.raises(WaferflowError, match="example_inputs"):
+        wf.compile(MLP(), wafer="mesh4x4")
+    with pytest.raises(WaferflowError, match="nope"):
+        wf.compile(MLP(), (torch.randn(8, 64),), wafer="nope")
+    with pytest.raises(WaferflowError, match="no-such-pass"):
+        wf.compile(MLP(), (torch.randn(8, 64),), wafer="mesh4x4", passes="dce,no-such-pass")
+    with pytest.raises(WaferflowError, match="no such plan file"):
+        wf.load_plan("/nonexistent/plan.json")
