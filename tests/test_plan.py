@@ -97,7 +97,9 @@ def test_verify_rejects_bad_references_and_orders() -> None:
     with pytest.raises(VerificationError, match=r"messages\[2\]\.dst_actor = 9"):
         verify_plan(bad_msg)
     with pytest.raises(VerificationError, match=r"actors\[1\]\.id is 5"):
-        verify_plan(replace(plan, actors=(plan.actors[0], replace(plan.actors[1], id=5), *plan.actors[2:])))
+        verify_plan(
+            replace(plan, actors=(plan.actors[0], replace(plan.actors[1], id=5), *plan.actors[2:]))
+        )
     missing = replace(plan, order=((0, (0,)), (1, (1,)), (3, (3,))))
     with pytest.raises(VerificationError, match=r"does not list actor\(s\) 2"):
         verify_plan(missing)
@@ -122,7 +124,7 @@ def test_deadlock_check_rejects_cycles() -> None:
     # but x2 is ordered before x1 on core 0
     b = [Actor(0, "x1", 0), Actor(1, "x2", 0), Actor(2, "y", 1)]
     msgs = [Message(0, 0, 2, 8), Message(1, 2, 1, 8)]
-    with pytest.raises(VerificationError, match="deadlock.*x1.*x2|deadlock.*x2"):
+    with pytest.raises(VerificationError, match=r"deadlock.*x2"):
         verify_plan(Plan.build("cyc2", "w", b, msgs, {0: [1, 0], 1: [2]}))
     verify_plan(Plan.build("ok", "w", b, msgs, {0: [0, 1], 1: [2]}))
     with pytest.raises(VerificationError, match="itself"):

@@ -80,9 +80,7 @@ def ring_allreduce_plan(cores: Sequence[int], total_bytes: int) -> Plan:
         for s in range(steps + 1):
             ident[(i, s)] = len(actors)
             kind = OpKind.ADD if 0 < s < n else OpKind.COPY
-            actors.append(
-                Actor(id=len(actors), name=f"r{i}s{s}", core=c, op_kind=kind, stage=s)
-            )
+            actors.append(Actor(id=len(actors), name=f"r{i}s{s}", core=c, op_kind=kind, stage=s))
     msgs: list[Message] = []
     for s in range(steps):
         for i in range(n):

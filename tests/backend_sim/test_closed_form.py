@@ -86,14 +86,18 @@ def test_single_message_across_a_die_boundary(n_packets: int, d2d: LinkSpec) -> 
 
 
 @pytest.mark.parametrize("nbytes", [1, 300, 700, 1000, 2500, 5000])
-def test_partial_last_packet_across_dies_matches_max_plus(nbytes: int) -> None:
+@pytest.mark.parametrize(("src", "dst"), [(0, 7), (3, 7), (4, 0), (2, 4)])
+def test_partial_last_packet_across_dies_matches_max_plus(nbytes: int, src: int, dst: int) -> None:
+    # the slow die-to-die hop (3 <-> 4) first, last, or in the middle of the route
     w = wafer(1, 8, die_cols=2, d2d=D2D)
     pb = 1000
-    res = simulate(one_message_plan(0, 7, nbytes), w, SimConfig(packet_bytes=pb))
+    res = simulate(one_message_plan(src, dst, nbytes), w, SimConfig(packet_bytes=pb))
     n = -(-nbytes // pb)
     sizes = [pb] * (n - 1) + [nbytes - (n - 1) * pb]
-    rate = [1000, 1000, 1000, 4000, 1000, 1000, 1000]
-    lats = [L, L, L, 50_000, L, L, L]
+    step = 1 if dst > src else -1
+    hops = [(c, c + step) for c in range(src, dst, step)]
+    rate = [4000 if {a, b} == {3, 4} else 1000 for a, b in hops]
+    lats = [50_000 if {a, b} == {3, 4} else L for a, b in hops]
     expected = brute_force(lats, [[s * r for r in rate] for s in sizes])
     assert res.step_time_ps == expected
     full = [pb * r for r in rate]
@@ -156,3 +160,15 @@ def test_same_core_message_is_free() -> None:
     assert res.msg_arrive_ps[0] == 5000
     assert res.step_time_ps == 6000
     assert res.links == ()
+
+
+def test_amcoda_preset_message_takes_header_plus_packages() -> None:
+    from waferflow.ir.target import get_wafer
+
+    w = get_wafer("amcoda")  # crossbar, 10 ns cycle, one 128 B package per cycle per link
+    cycle = 10_000
+    res = simulate(one_message_plan(0, 5, 8 * 128), w)
+    # req (1 cycle), ack (1 cycle), header + 8 packages (9 cycles), last one's latency (1)
+    assert res.msg_data_start_ps[0] == 2 * cycle
+    assert res.step_time_ps == (2 + 9 + 1) * cycle
+    assert estimate(one_message_plan(0, 5, 8 * 128), w).step_time_ps == res.step_time_ps

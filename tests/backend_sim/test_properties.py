@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -23,7 +25,9 @@ def mesh_cases(draw: st.DrawFn) -> tuple[Plan, Wafer, SimConfig]:
     die_cols = draw(st.sampled_from([d for d in (1, 2) if cols % d == 0]))
     d2d = None
     if die_cols > 1:
-        d2d = LinkSpec(draw(st.sampled_from([0.25, 0.5, 2.0])) * GBPS, draw(st.integers(0, 60)) * NS)
+        d2d = LinkSpec(
+            draw(st.sampled_from([0.25, 0.5, 2.0])) * GBPS, draw(st.integers(0, 60)) * NS
+        )
     w = wafer(
         rows, cols, topology=topology, die_cols=die_cols, d2d=d2d,
         lat=draw(st.integers(0, 20)) * NS, bw=draw(st.sampled_from([0.5, 1.0, 3.0])) * GBPS,
@@ -53,7 +57,7 @@ def _compute_chain_bound(plan: Plan, res) -> int:  # type: ignore[no-untyped-def
     for m in plan.messages:
         preds[m.dst_actor].append(m.src_actor)
     for _, ids in plan.order:
-        for a, b in zip(ids, ids[1:], strict=False):
+        for a, b in itertools.pairwise(ids):
             preds[b].append(a)
     for a in range(len(plan.actors)):  # ids are a topological order here
         best[a] = dur[a] + max((best[p] for p in preds[a]), default=0)
@@ -68,7 +72,9 @@ def test_conservation_and_bounds(case: tuple[Plan, Wafer, SimConfig]) -> None:
     cols = w.cols
     # every message arrives, after it was sent, no earlier than its closed form
     for m in plan.messages:
-        assert 0 <= res.msg_inject_ps[m.id] <= res.msg_data_start_ps[m.id] <= res.msg_arrive_ps[m.id]
+        assert (
+            0 <= res.msg_inject_ps[m.id] <= res.msg_data_start_ps[m.id] <= res.msg_arrive_ps[m.id]
+        )
         assert res.msg_queueing_ps[m.id] >= 0
         assert res.msg_inject_ps[m.id] == res.actor_end_ps[m.src_actor]
         assert res.actor_start_ps[m.dst_actor] >= res.msg_arrive_ps[m.id]
@@ -79,9 +85,9 @@ def test_conservation_and_bounds(case: tuple[Plan, Wafer, SimConfig]) -> None:
             last = res.links[links[-1]]
             assert last.dst == divmod(plan.actors[m.dst_actor].core, cols)
             assert res.links[links[0]].src == divmod(plan.actors[m.src_actor].core, cols)
-            received[plan.actors[m.dst_actor].core] = received.get(
-                plan.actors[m.dst_actor].core, 0
-            ) + m.bytes
+            received[plan.actors[m.dst_actor].core] = (
+                received.get(plan.actors[m.dst_actor].core, 0) + m.bytes
+            )
     sent: dict[int, int] = {}
     for m in plan.messages:
         if plan.actors[m.src_actor].core != plan.actors[m.dst_actor].core:
@@ -89,7 +95,9 @@ def test_conservation_and_bounds(case: tuple[Plan, Wafer, SimConfig]) -> None:
             sent[c] = sent.get(c, 0) + m.bytes
     assert received == sent
     # link bytes are message bytes times hops
-    assert res.total_link_bytes == sum(m.bytes * h for m, h in zip(plan.messages, res.msg_hops, strict=True))
+    assert res.total_link_bytes == sum(
+        m.bytes * h for m, h in zip(plan.messages, res.msg_hops, strict=True)
+    )
     # the step is no shorter than any core's compute, the compute chain, any link's work
     step = res.step_time_ps
     assert step >= max((c.compute_ps for c in res.cores), default=0)
@@ -104,7 +112,7 @@ def test_conservation_and_bounds(case: tuple[Plan, Wafer, SimConfig]) -> None:
         assert min(c.compute_ps, c.comm_ps, c.idle_ps) >= 0
     # one actor at a time per core, in order
     for _, ids in plan.order:
-        for a, b in zip(ids, ids[1:], strict=False):
+        for a, b in itertools.pairwise(ids):
             assert res.actor_start_ps[b] >= res.actor_end_ps[a]
     # the critical path ends the step and is contiguous in time
     if res.critical_path:

@@ -36,7 +36,11 @@ def test_times_memory_path_and_breakdown_by_hand() -> None:
     assert [(c.core, c.peak_mem_bytes) for c in res.cores] == [(0, 1250), (1, 305)]
     assert res.peak_memory == 1250
     path = [(s.kind, s.id, s.start_ps, s.end_ps) for s in res.critical_path]
-    assert path == [("actor", 0, 0, 1000), ("message", 1, 1000, arrive), ("actor", 2, arrive, arrive)]
+    assert path == [
+        ("actor", 0, 0, 1000),
+        ("message", 1, 1000, arrive),
+        ("actor", 2, arrive, arrive),
+    ]
     c0, c1 = res.cores
     assert (c0.compute_ps, c0.comm_ps, c0.idle_ps) == (3000, 0, arrive - 3000)
     assert (c1.compute_ps, c1.comm_ps, c1.idle_ps) == (0, arrive, 0)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -49,7 +51,7 @@ def test_detour_around_a_dead_link() -> None:
     w = wafer(2, 3, dead_links=[((0, 1), (0, 2))])
     path = route(w, (0, 0), (0, 2))
     assert path == [(0, 0), (0, 1), (1, 1), (1, 2), (0, 2)]
-    pairs = set(zip(path, path[1:], strict=False))
+    pairs = set(itertools.pairwise(path))
     assert ((0, 1), (0, 2)) not in pairs and ((0, 2), (0, 1)) not in pairs
 
 
@@ -72,9 +74,15 @@ def faulty(draw: st.DrawFn):  # type: ignore[no-untyped-def]
     topo = draw(st.sampled_from([Topology.MESH, Topology.TORUS]))
     coords = [(r, c) for r in range(rows) for c in range(cols)]
     base = wafer(rows, cols, topology=topo)
-    candidates = sorted({(min(a, b), max(a, b)) for a in coords for b in coords if base.is_adjacent(a, b)})
-    dead_links = draw(st.lists(st.sampled_from(candidates), max_size=6, unique=True)) if candidates else []
-    dead_cores = draw(st.lists(st.sampled_from(coords), max_size=min(3, len(coords) - 2), unique=True))
+    candidates = sorted(
+        {(min(a, b), max(a, b)) for a in coords for b in coords if base.is_adjacent(a, b)}
+    )
+    dead_links = (
+        draw(st.lists(st.sampled_from(candidates), max_size=6, unique=True)) if candidates else []
+    )
+    dead_cores = draw(
+        st.lists(st.sampled_from(coords), max_size=min(3, len(coords) - 2), unique=True)
+    )
     w = wafer(rows, cols, topology=topo, dead_links=dead_links, dead_cores=dead_cores)
     alive = [c for c in coords if c not in w.dead_cores]
     return w, draw(st.sampled_from(alive)), draw(st.sampled_from(alive))
@@ -91,12 +99,12 @@ def test_routes_never_use_dead_links_or_cores(case) -> None:  # type: ignore[no-
         return
     assert path[0] == src and path[-1] == dst
     assert not any(c in w.dead_cores for c in path)
-    for a, b in zip(path, path[1:], strict=False):
+    for a, b in itertools.pairwise(path):
         assert w.has_link(a, b)
     dor = xy_route(w, src, dst)
     assert len(path) >= len(dor)
     healthy = all(c not in w.dead_cores for c in dor) and all(
-        w.has_link(a, b) for a, b in zip(dor, dor[1:], strict=False)
+        w.has_link(a, b) for a, b in itertools.pairwise(dor)
     )
     if healthy:
         assert path == dor
@@ -122,8 +130,10 @@ def test_explicit_route_is_followed_and_checked() -> None:
     # go down, along row 1, and back up: 5 hops instead of 3
     res = simulate(one_message_plan(0, 3, 100, route=(0, 4, 5, 6, 7, 3)), w)
     assert res.msg_hops[0] == 5
-    assert [(lk.src, lk.dst) for lk in res.links][0] == ((0, 0), (1, 0))
+    assert next((lk.src, lk.dst) for lk in res.links) == ((0, 0), (1, 0))
     with pytest.raises(PlanError, match="share no link"):
         simulate(one_message_plan(0, 3, 100, route=(0, 2, 3)), w)
     with pytest.raises(PlanError, match="dead core"):
-        simulate(one_message_plan(0, 3, 100, route=(0, 4, 5, 6, 7, 3)), wafer(2, 4, dead_cores=[(1, 2)]))
+        simulate(
+            one_message_plan(0, 3, 100, route=(0, 4, 5, 6, 7, 3)), wafer(2, 4, dead_cores=[(1, 2)])
+        )

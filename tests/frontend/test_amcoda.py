@@ -37,7 +37,9 @@ def train_adamw() -> Graph:
 
 
 def _ops(g: Graph, kind: OpKind, module: str, phase: Phase) -> list:
-    return [op for op in g.ops if op.kind == kind and op.prov.module == module and op.phase == phase]
+    return [
+        op for op in g.ops if op.kind == kind and op.prov.module == module and op.phase == phase
+    ]
 
 
 def test_every_layer_has_forward_backward_and_update(train_sgd: Graph) -> None:

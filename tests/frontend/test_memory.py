@@ -7,6 +7,7 @@ import resource
 import warnings
 
 import pytest
+import torch
 
 from waferflow.frontend import load_model, trace
 from waferflow.ir import OpKind
@@ -34,3 +35,23 @@ def test_llama_7b_traces_without_allocating_its_weights() -> None:
     assert proc.memory_info().rss - rss_before < 1 * GB  # ...that never lived in memory
     assert _peak_rss() - peak_before < 1 * GB
     assert g.outputs[0].type.shape == (1, 128, 32000)
+
+
+def test_real_weights_are_not_copied_and_adamw_state_is_not_allocated() -> None:
+    from torch import nn
+
+    model = nn.Linear(4096, 4096)  # 64 MiB of real fp32 weights
+    x = torch.randn(2, 4096)
+    proc = psutil.Process()
+    rss_before = proc.memory_info().rss
+    peak_before = _peak_rss()
+    g = trace(model, (x,), mode="train", optimizer="adamw")
+    # a copy of the weight plus AdamW's m and v would be 192 MiB
+    assert proc.memory_info().rss - rss_before < 48 * (1 << 20)
+    assert _peak_rss() - peak_before < 48 * (1 << 20)
+    assert [op.attrs.get("name") for op in g.sources(OpKind.BUFFER)] == [
+        "adamw.m.weight",
+        "adamw.m.bias",
+        "adamw.v.weight",
+        "adamw.v.bias",
+    ]

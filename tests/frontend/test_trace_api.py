@@ -126,7 +126,7 @@ def test_bad_options(kwargs: dict, error: type, match: str) -> None:
 
 
 def test_bad_models() -> None:
-    with pytest.raises(TraceError, match="needs a torch.nn.Module"):
+    with pytest.raises(TraceError, match=r"needs a torch\.nn\.Module"):
         trace(lambda x: x, (torch.randn(2),))  # type: ignore[arg-type]
     with pytest.raises(TraceError, match="no parameter that requires grad"):
         trace(nn.ReLU(), (torch.randn(2),), mode="train")
@@ -184,3 +184,31 @@ def test_bf16_model_and_casts() -> None:
     casts = [op for op in g.ops if op.kind == K.CAST]
     assert [op.attrs.get("dtype") for op in casts] == ["bf16", "f32"]
     assert str(g.sources(K.PARAM)[0].result.type) == "bf16[4,4]"
+
+
+def test_tensor_constants_become_constant_ops() -> None:
+    class Scaled(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+            self.scale = torch.arange(4.0)  # a plain attribute, not a buffer
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.lin(x) * self.scale
+
+    g = trace(Scaled(), (torch.randn(2, 4),))
+    verify_graph(g)
+    (const,) = g.sources(K.CONSTANT)
+    assert str(const.result.type) == "f32[4]"
+    (mul,) = [op for op in g.ops if op.kind == K.MUL]
+    assert mul.operands[1] is const.result
+
+
+def test_inputs_on_another_device_follow_the_model() -> None:
+    meta_input = torch.empty(3, 4, device="meta")
+    g = trace(nn.Linear(4, 2), (meta_input,))  # real CPU weights, a meta input
+    assert str(g.outputs[0].type) == "f32[3,2]"
+    with torch.device("meta"):
+        model = nn.Linear(4, 2)
+    g = trace(model, (torch.randn(3, 4),), mode="train")  # meta weights, a real input
+    assert g.outputs[0].name == "loss"

@@ -13,6 +13,7 @@ they differ.
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -77,7 +78,7 @@ def estimate(plan: Plan, wafer: Wafer, config: SimConfig | None = None) -> Estim
     prev_on_core = [-1] * n
     next_on_core = [-1] * n
     for ids in p.order:
-        for a, b in zip(ids, ids[1:], strict=False):
+        for a, b in itertools.pairwise(ids):
             prev_on_core[b] = a
             next_on_core[a] = b
     inputs: list[list[int]] = [[] for _ in range(n)]
@@ -110,11 +111,10 @@ def estimate(plan: Plan, wafer: Wafer, config: SimConfig | None = None) -> Estim
         for m in inputs[a]:
             if arrive[m] > t:
                 t, ck, cid = arrive[m], CAUSE_MESSAGE, m
-        if needs_buf[a]:
-            if len(held[ci]) == nbuf:
-                r, rm = heapq.heappop(held[ci])
-                if r > t:
-                    t, ck, cid = r, CAUSE_BUFFER, rm
+        if needs_buf[a] and len(held[ci]) == nbuf:
+            r, rm = heapq.heappop(held[ci])
+            if r > t:
+                t, ck, cid = r, CAUSE_BUFFER, rm
         start[a] = t
         end[a] = t + p.dur[a]
         cause_kind[a], cause_id[a] = ck, cid

@@ -88,9 +88,7 @@ def packetize(nbytes: int, packet_bytes: int, header_packets: int = 0) -> tuple[
     return n, packet_bytes, last
 
 
-def transit_ps(
-    lat: Sequence[int], ser_full: Sequence[int], ser_last: Sequence[int], n: int
-) -> int:
+def transit_ps(lat: Sequence[int], ser_full: Sequence[int], ser_last: Sequence[int], n: int) -> int:
     """Closed form of an uncontended message's transit time (first bit injected to
     last packet delivered), store-and-forward per packet, pipelined over the hops.
 

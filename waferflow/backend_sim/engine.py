@@ -10,8 +10,11 @@ takes the link's latency to reach the next core, which forwards it once it has
 arrived whole (store-and-forward per packet, pipelined across hops). A packet
 reserves its next link (``start = max(now, link free)``) in the event of its arrival
 at the core before it; events run in time order, so reservations are FIFO. That is
-one event per packet per hop, and none for the final hop of any packet but the last:
-the destination only cares when the whole message is there.
+at most one event per packet per hop, and none for the final hop of any packet but
+the last: the destination only cares when the whole message is there. A packet whose
+next arrival is strictly earlier than every queued event skips the heap, and packets
+on a message's first link are queued one after the other (one heap entry per
+message there, however long it is); neither changes the order of events.
 """
 
 from __future__ import annotations
@@ -104,7 +107,16 @@ def run(p: Prepared) -> RawRun:
         occ_start.append(os_)
         occ_end.append(oe)
         rec.append(
-            (links, p.msg_lat[m], p.msg_ser_full[m], p.msg_ser_last[m], p.msg_npk[m] - 1, h, os_, oe)
+            (
+                links,
+                p.msg_lat[m],
+                p.msg_ser_full[m],
+                p.msg_ser_last[m],
+                p.msg_npk[m] - 1,
+                h,
+                os_,
+                oe,
+            )
         )
     sum_lat = [sum(r[1]) for r in rec]
     msg_src_ci = [actor_ci[msg_src[m]] for m in range(n_msg)]

@@ -8,6 +8,7 @@ on big wafers; links are numbered in the order messages first use them.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 from waferflow.backend_sim.config import SimConfig
@@ -92,9 +93,7 @@ class Prepared:
         return len(self.link_src)
 
     def packet_hops(self) -> int:
-        return sum(
-            n * len(links) for n, links in zip(self.msg_npk, self.msg_links, strict=True)
-        )
+        return sum(n * len(links) for n, links in zip(self.msg_npk, self.msg_links, strict=True))
 
 
 def prepare(plan: Plan, wafer: Wafer, config: SimConfig) -> Prepared:
@@ -135,23 +134,36 @@ def prepare(plan: Plan, wafer: Wafer, config: SimConfig) -> Prepared:
     route_cache: dict[tuple[int, int], tuple[tuple[int, ...], tuple[bool, ...]]] = {}
     ncores = wafer.rows * wafer.cols
 
+    single_die = wafer.die_rows == 1 and wafer.die_cols == 1
+    d2d_spec = wafer.d2d_link is not None
+
     def links_of(path: list[int]) -> tuple[tuple[int, ...], tuple[bool, ...]]:
+        """Link indices along ``path`` and, per hop, whether it uses the d2d spec."""
         idx: list[int] = []
-        kinds: list[bool] = []
-        for a, b in zip(path, path[1:], strict=False):
+        for a, b in itertools.pairwise(path):
             key = a * ncores + b
             li = link_index.get(key)
-            d2d = crosses_die(wafer, divmod(a, cols), divmod(b, cols))
             if li is None:
                 li = len(link_src)
                 link_index[key] = li
                 link_src.append(a)
                 link_dst.append(b)
-                link_d2d.append(d2d)
+                link_d2d.append(
+                    not single_die and crosses_die(wafer, divmod(a, cols), divmod(b, cols))
+                )
             idx.append(li)
-            kinds.append(d2d and wafer.d2d_link is not None)
-        return tuple(idx), tuple(kinds)
+        if single_die or not d2d_spec:
+            return tuple(idx), (False,) * len(idx)
+        return tuple(idx), tuple(link_d2d[li] for li in idx)
 
+    def ser(on_d2d: bool, size: int) -> int:
+        v = ser_cache.get((on_d2d, size))
+        if v is None:
+            v = duration_ps(size, specs[on_d2d][1])
+            ser_cache[(on_d2d, size)] = v
+        return v
+
+    lat_on, lat_d2d = specs[False][0], specs[True][0]
     n_msgs = len(plan.messages)
     msg_local = [False] * n_msgs
     msg_links: list[tuple[int, ...]] = [()] * n_msgs
@@ -176,20 +188,16 @@ def prepare(plan: Plan, wafer: Wafer, config: SimConfig) -> Prepared:
                 route_cache[(s, d)] = cached
             links, kinds = cached
         n, full, last = packetize(m.bytes, flow.packet_bytes, flow.header_packets)
-        sf: list[int] = []
-        sl: list[int] = []
-        for k in kinds:
-            for size, acc in ((full, sf), (last, sl)):
-                key2 = (k, size)
-                v = ser_cache.get(key2)
-                if v is None:
-                    v = duration_ps(size, specs[k][1])
-                    ser_cache[key2] = v
-                acc.append(v)
+        h = len(links)
+        if True in kinds:
+            msg_sf[m.id] = tuple(ser(k, full) for k in kinds)
+            msg_sl[m.id] = tuple(ser(k, last) for k in kinds)
+            msg_lat[m.id] = tuple(lat_d2d if k else lat_on for k in kinds)
+        else:
+            msg_sf[m.id] = (ser(False, full),) * h
+            msg_sl[m.id] = (ser(False, last),) * h
+            msg_lat[m.id] = (lat_on,) * h
         msg_links[m.id] = links
-        msg_lat[m.id] = tuple(specs[k][0] for k in kinds)
-        msg_sf[m.id] = tuple(sf)
-        msg_sl[m.id] = tuple(sl)
         msg_npk[m.id] = n
     return Prepared(
         cores=cores,
@@ -218,7 +226,7 @@ def _check_route(wafer: Wafer, mid: int, path: list[int]) -> None:
     for c in coords:
         if c in wafer.dead_cores:
             raise PlanError(f"messages[{mid}].route visits dead core {c}; route around it")
-    for a, b in zip(coords, coords[1:], strict=False):
+    for a, b in itertools.pairwise(coords):
         if not adjacent(wafer, a, b):
             raise PlanError(
                 f"messages[{mid}].route jumps from {a} to {b}, which share no link on "

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from waferflow.backend_sim.analysis import PathStep
@@ -65,7 +67,13 @@ class SimResult:
     msg_queueing_ps: tuple[int, ...] = field(repr=False)  # delay beyond the closed form
     msg_hops: tuple[int, ...] = field(repr=False)
     cores: tuple[CoreStat, ...] = field(repr=False)
-    links: tuple[LinkStat, ...] = field(repr=False)
+    # links that carried traffic, numbered by first use: endpoints (core ids), payload
+    # bytes, busy time, crosses a die edge (``links`` gives them as LinkStat objects)
+    link_src: tuple[int, ...] = field(repr=False)
+    link_dst: tuple[int, ...] = field(repr=False)
+    link_bytes: tuple[int, ...] = field(repr=False)
+    link_busy_ps: tuple[int, ...] = field(repr=False)
+    link_d2d: tuple[bool, ...] = field(repr=False)
     critical_path: tuple[PathStep, ...] = field(repr=False)
     flop_utilisation: float
     events: int  # events the engine processed
@@ -85,9 +93,27 @@ class SimResult:
         """The largest per-core peak (bytes)."""
         return max((c.peak_mem_bytes for c in self.cores), default=0)
 
+    def link_stat(self, index: int) -> LinkStat:
+        cols = self.wafer.cols
+        busy = self.link_busy_ps[index]
+        return LinkStat(
+            index=index,
+            src=divmod(self.link_src[index], cols),
+            dst=divmod(self.link_dst[index], cols),
+            bytes=self.link_bytes[index],
+            busy_ps=busy,
+            d2d=self.link_d2d[index],
+            utilisation=busy / self.step_time_ps if self.step_time_ps else 0.0,
+        )
+
+    @cached_property
+    def links(self) -> tuple[LinkStat, ...]:
+        """Every link that carried traffic (built on first use: big wafers have many)."""
+        return tuple(self.link_stat(i) for i in range(len(self.link_src)))
+
     @property
     def total_link_bytes(self) -> int:
-        return sum(lk.bytes for lk in self.links)
+        return sum(self.link_bytes)
 
     @property
     def total_queueing_ps(self) -> int:
@@ -100,7 +126,9 @@ class SimResult:
 
     def busiest_links(self, k: int = 3) -> list[LinkStat]:
         """The ``k`` links with the most busy time (ties: lower link index)."""
-        return sorted(self.links, key=lambda lk: (-lk.busy_ps, lk.index))[:k]
+        busy = self.link_busy_ps
+        top = heapq.nsmallest(k, range(len(busy)), key=lambda i: (-busy[i], i))
+        return [self.link_stat(i) for i in top]
 
     def core_stat(self, core: int) -> CoreStat:
         for c in self.cores:
@@ -138,7 +166,7 @@ class SimResult:
         remote = [m for m, h in zip(plan.messages, self.msg_hops, strict=True) if h]
         lines.append(
             f"  {'network':<22}{len(remote)} messages, {_fmt_bytes(sum(m.bytes for m in remote))} "
-            f"sent, {_fmt_bytes(self.total_link_bytes)} x hop on {len(self.links)} links, "
+            f"sent, {_fmt_bytes(self.total_link_bytes)} x hop on {len(self.link_src)} links, "
             f"queueing {_fmt_time(self.total_queueing_ps)} summed over messages"
         )
         busiest = self.busiest_links(top)
@@ -160,9 +188,7 @@ class SimResult:
             f"  {'critical path':<22}{n_act} actors ({_fmt_time(t_act)} compute), "
             f"{n_msg} messages ({_fmt_time(t_msg)} in flight)"
         )
-        lines.append(
-            f"  {'engine':<22}{self.events:,} events, {self.packet_hops:,} packet-hops"
-        )
+        lines.append(f"  {'engine':<22}{self.events:,} events, {self.packet_hops:,} packet-hops")
         return "\n".join(lines)
 
     def to_chrome_trace(self, path: str | Path, link_tracks: bool = False) -> None:

@@ -12,7 +12,7 @@ from waferflow.backend_sim.config import SimConfig
 from waferflow.backend_sim.costs import ideal_compute_ps
 from waferflow.backend_sim.engine import RawRun, run
 from waferflow.backend_sim.network import Prepared, prepare
-from waferflow.backend_sim.results import CoreStat, LinkStat, SimResult
+from waferflow.backend_sim.results import CoreStat, SimResult
 from waferflow.ir.plan import Plan
 from waferflow.ir.target.wafer import Wafer
 
@@ -28,42 +28,27 @@ def simulate(plan: Plan, wafer: Wafer, config: SimConfig | None = None) -> SimRe
     return _assemble(plan, wafer, p, raw)
 
 
-def _link_stats(plan: Plan, wafer: Wafer, p: Prepared, step: int) -> tuple[LinkStat, ...]:
-    n_links = p.n_links
-    nbytes = [0] * n_links
-    busy = [0] * n_links
+def _link_loads(plan: Plan, p: Prepared) -> tuple[list[int], list[int]]:
+    """Payload bytes and busy time (headers included) of every used link."""
+    nbytes = [0] * p.n_links
+    busy = [0] * p.n_links
     for m in plan.messages:
         links = p.msg_links[m.id]
         if not links:
             continue
-        n = p.msg_npk[m.id]
-        sf = p.msg_ser_full[m.id]
-        sl = p.msg_ser_last[m.id]
-        for j, li in enumerate(links):
-            nbytes[li] += m.bytes
-            busy[li] += (n - 1) * sf[j] + sl[j]
-    cols = wafer.cols
-    return tuple(
-        LinkStat(
-            index=i,
-            src=divmod(p.link_src[i], cols),
-            dst=divmod(p.link_dst[i], cols),
-            bytes=nbytes[i],
-            busy_ps=busy[i],
-            d2d=p.link_d2d[i],
-            utilisation=busy[i] / step if step else 0.0,
-        )
-        for i in range(n_links)
-    )
+        b = m.bytes
+        n1 = p.msg_npk[m.id] - 1
+        for li, f, g in zip(links, p.msg_ser_full[m.id], p.msg_ser_last[m.id], strict=True):
+            nbytes[li] += b
+            busy[li] += n1 * f + g
+    return nbytes, busy
 
 
 def _assemble(plan: Plan, wafer: Wafer, p: Prepared, raw: RawRun) -> SimResult:
     step = max(raw.end, default=0)
     n_msg = len(plan.messages)
     queue = tuple(
-        0
-        if p.msg_local[m]
-        else raw.arrive[m] - raw.data_start[m] - uncontended_transit(p, m)
+        0 if p.msg_local[m] else raw.arrive[m] - raw.data_start[m] - uncontended_transit(p, m)
         for m in range(n_msg)
     )
     peaks = peak_memory(plan, p, raw.start, raw.end, raw.data_start, raw.arrive)
@@ -82,6 +67,7 @@ def _assemble(plan: Plan, wafer: Wafer, p: Prepared, raw: RawRun) -> SimResult:
         )
         for ci, c in enumerate(p.cores)
     )
+    link_bytes, link_busy = _link_loads(plan, p)
     ideal = sum(ideal_compute_ps(a, wafer) for a in plan.actors)
     util = ideal / (step * len(p.cores)) if step and p.cores else 0.0
     return SimResult(
@@ -96,7 +82,11 @@ def _assemble(plan: Plan, wafer: Wafer, p: Prepared, raw: RawRun) -> SimResult:
         msg_queueing_ps=queue,
         msg_hops=tuple(len(links) for links in p.msg_links),
         cores=cores,
-        links=_link_stats(plan, wafer, p, step),
+        link_src=tuple(p.link_src),
+        link_dst=tuple(p.link_dst),
+        link_bytes=tuple(link_bytes),
+        link_busy_ps=tuple(link_busy),
+        link_d2d=tuple(p.link_d2d),
         critical_path=critical_path(
             plan, raw.start, raw.end, raw.cause_kind, raw.cause_id, raw.inject, raw.arrive
         ),
@@ -104,8 +94,7 @@ def _assemble(plan: Plan, wafer: Wafer, p: Prepared, raw: RawRun) -> SimResult:
         events=raw.events,
         packet_hops=p.packet_hops(),
         link_occupancy=tuple(
-            (p.msg_links[m], tuple(raw.occ_start[m]), tuple(raw.occ_end[m]))
-            for m in range(n_msg)
+            (p.msg_links[m], tuple(raw.occ_start[m]), tuple(raw.occ_end[m])) for m in range(n_msg)
         ),
     )
 

@@ -196,6 +196,26 @@ class _Converter:
             self.phase = Phase(phase)
         return self.phase
 
+    def operands_and_attrs(
+        self, node: torch.fx.Node, fixed: tuple[tuple[str, AttrValue], ...]
+    ) -> tuple[list[Value], dict[str, AttrValue]]:
+        """Tensor arguments become operands, the rest attributes named as in the schema."""
+        attrs: dict[str, AttrValue] = dict(fixed)
+        operands: list[Value] = []
+        for arg_name, value, optional_tensor in _named_args(node):
+            if arg_name in _IGNORED_ARG_NAMES:
+                continue
+            if _has_node(value):
+                operands.extend(self.operands(value))
+                continue
+            if optional_tensor and value is None:
+                attrs[arg_name] = None  # an absent optional operand, e.g. bias=none
+                continue
+            converted = _attr_value(value)
+            if not isinstance(converted, _Skip):
+                attrs[arg_name] = converted
+        return operands, attrs
+
     # -- conversion ---------------------------------------------------------------
     def source(self, node: torch.fx.Node, spec: SourceSpec) -> None:
         ty = tensor_type(node.meta["val"])
@@ -257,21 +277,7 @@ class _Converter:
         else:
             kind, fixed = entry.kind, entry.attrs
 
-        attrs: dict[str, AttrValue] = dict(fixed)
-        operands: list[Value] = []
-        for arg_name, value, optional_tensor in _named_args(node):
-            if arg_name in _IGNORED_ARG_NAMES:
-                continue
-            if _has_node(value):
-                operands.extend(self.operands(value))
-                continue
-            if optional_tensor and value is None:
-                attrs[arg_name] = None  # an absent optional operand, e.g. bias=none
-                continue
-            converted = _attr_value(value)
-            if not isinstance(converted, _Skip):
-                attrs[arg_name] = converted
-
+        operands, attrs = self.operands_and_attrs(node, fixed)
         val = node.meta.get("val")
         multi = isinstance(val, list | tuple)
         outs = list(val) if multi else ([] if val is None else [val])

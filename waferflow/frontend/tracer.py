@@ -8,12 +8,15 @@ Both modes use ``make_fx(tracing_mode="fake")`` over a function of flat tensors
 modules and Hugging Face models alike, and for training the whole step (forward,
 loss, ``torch.autograd.grad``, optimizer update) as one graph.
 
-No parameter memory is ever allocated: parameters, buffers and inputs are
-re-expressed as ``meta`` tensors (``t.to("meta")`` copies no data, so a user's
-module with real weights costs nothing either, and the user's module is left
-untouched), and make_fx wraps them in fake tensors. Fake tensors rather than
-bare meta tracing because fake mode also handles tensor constants captured from
-Python and reports data-dependent control flow as an error instead of guessing.
+No parameter memory is ever allocated: parameters, buffers, optimizer state and
+inputs enter the trace as fake tensors (``FakeTensorMode``: shapes, dtypes and
+devices, no data). Faking a tensor copies nothing, so a user's module with real
+weights costs no more memory than a zoo model built on the ``meta`` device, and
+the user's module is left untouched. The trace runs on the model's own device
+(usually ``meta`` or ``cpu``) so that tensor constants captured from Python stay
+on the same device; inputs on another device get a fake twin on the model's.
+Fake rather than bare meta tensors also because fake mode reports data-dependent
+control flow as an error instead of guessing.
 
 Phases come from ``torch.fx.traceback.annotate`` around each stage; module paths
 from forward hooks (and autograd-node hooks for the backward), see ``scopes``.
@@ -37,7 +40,9 @@ from typing import Any, TypeVar
 import torch
 import torch.fx.traceback as fx_traceback
 from torch import nn
+from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.proxy_tensor import make_fx
+from torch.fx.experimental.symbolic_shapes import ShapeEnv
 from torch.utils import _pytree as pytree
 
 from waferflow.errors import ConfigError, TraceError, WaferflowError
@@ -97,9 +102,39 @@ class _Layout:
         return params, buffers, state, tuple(inputs)
 
 
-def _meta(t: torch.Tensor, requires_grad: bool = False) -> torch.Tensor:
-    out = t.detach().to("meta")
-    return out.requires_grad_(requires_grad) if out.is_floating_point() else out
+class _Fakes:
+    """Fake tensors for one trace, made without copying or allocating any data."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.mode = FakeTensorMode(
+            allow_non_fake_inputs=True, shape_env=ShapeEnv(), static_shapes=True
+        )
+
+    def of(self, t: torch.Tensor, requires_grad: bool = False) -> torch.Tensor:
+        """A fake twin of ``t`` on the trace's device (metadata only, no data)."""
+        if t.device != self.device:
+            with self.mode:
+                return torch.empty_strided(
+                    t.shape, t.stride(), dtype=t.dtype, device=self.device
+                ).requires_grad_(requires_grad and t.is_floating_point())
+        src = t.detach()
+        if src.is_floating_point():
+            src.requires_grad_(requires_grad)
+        return self.mode.from_tensor(src)
+
+    def like(self, t: torch.Tensor) -> torch.Tensor:
+        with self.mode:
+            return torch.empty_like(t)
+
+
+def _home_device(model: nn.Module, inputs: Sequence[Any]) -> torch.device:
+    """Where the trace runs: the device of the model's first tensor (else of the
+    first input tensor, else meta). Inputs elsewhere get a fake twin there."""
+    for t in (*model.parameters(), *model.buffers(), *inputs):
+        if isinstance(t, torch.Tensor):
+            return t.device
+    return torch.device("meta")
 
 
 def _input_names(model: nn.Module, count: int) -> list[str]:
@@ -168,7 +203,7 @@ def _advice(exc: BaseException, train: bool) -> str:
             "trace cannot follow; make the branch static or use torch.cond."
         )
     else:
-        head = "Check that the model runs on meta tensors and that torch.export.export(model, example_inputs) accepts it."  # fmt: skip
+        head = "Check that torch.export.export(model, example_inputs) accepts the model; it traces with fake tensors the same way."  # fmt: skip
     return head + (" Try mode='infer' (--mode infer) to trace the forward pass alone." if train else "")  # fmt: skip
 
 
@@ -203,8 +238,9 @@ def trace(
     inputs = tuple(example_inputs) if isinstance(example_inputs, tuple | list) else (example_inputs,)  # fmt: skip
     graph_name = name or _default_name(model, mode_)
 
-    params = {n: _meta(p, train and p.requires_grad) for n, p in model.named_parameters()}
-    buffers = {n: _meta(b) for n, b in model.named_buffers()}
+    fakes = _Fakes(_home_device(model, inputs))
+    params = {n: fakes.of(p, train and p.requires_grad) for n, p in model.named_parameters()}
+    buffers = {n: fakes.of(b) for n, b in model.named_buffers()}
     trainable = [n for n, p in params.items() if p.requires_grad]
     if train and not trainable:
         raise TraceError(
@@ -212,7 +248,7 @@ def trace(
             "no training step to trace; use mode='infer' (--mode infer)"
         )
     slots = opt.state_names if train else ()
-    state = {(slot, n): torch.empty_like(params[n]) for slot in slots for n in trainable}
+    state = {(slot, n): fakes.like(params[n]) for slot in slots for n in trainable}
     positions = [i for i, x in enumerate(inputs) if isinstance(x, torch.Tensor)]
     in_names = _input_names(model, len(inputs))
     layout = _Layout(list(params), list(buffers), list(state), inputs, positions)
@@ -220,7 +256,7 @@ def trace(
         *params.values(),
         *buffers.values(),
         *state.values(),
-        *(_meta(inputs[i]) for i in positions),
+        *(fakes.of(inputs[i]) for i in positions),
     ]
     sources = [
         *(SourceSpec(OpKind.PARAM, n) for n in params),
@@ -260,7 +296,9 @@ def _forward(model: nn.Module, layout: _Layout, flat: Sequence[torch.Tensor]) ->
 
 def _infer_step(model: nn.Module, layout: _Layout) -> Callable[..., list[torch.Tensor]]:
     def step(*flat: torch.Tensor) -> list[torch.Tensor]:
-        with torch.no_grad(), phase("fwd"):
+        # parameters do not require grad here, so autograd records nothing; no_grad()
+        # would only slow fake tensor dispatch down
+        with phase("fwd"):
             out, _, _, _ = _forward(model, layout, flat)
         leaves = [
             (path, leaf)

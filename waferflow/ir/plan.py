@@ -11,6 +11,7 @@ key order and one actor / message per line: the same plan gives the same bytes.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
@@ -214,7 +215,7 @@ def _verify_acyclic(plan: Plan) -> None:
         succ[m.src_actor].append(m.dst_actor)
         indeg[m.dst_actor] += 1
     for _, ids in plan.order:
-        for a, b in zip(ids, ids[1:], strict=False):
+        for a, b in itertools.pairwise(ids):
             succ[a].append(b)
             indeg[b] += 1
     ready = [i for i in range(n) if indeg[i] == 0]
@@ -395,7 +396,9 @@ def _enum(cls: Any, value: Any, label: str, source: str) -> Any:
     try:
         return cls(value)
     except ValueError:
-        raise VerificationError(f"{source}: {label} = {value!r} is not a valid {cls.__name__}")
+        raise VerificationError(
+            f"{source}: {label} = {value!r} is not a valid {cls.__name__}"
+        ) from None
 
 
 def _actor_from(d: Any, where: str, source: str) -> Actor:
@@ -412,9 +415,7 @@ def _actor_from(d: Any, where: str, source: str) -> Actor:
         core=_field(d, "core", int, source, where),
         dtype=_enum(DType, _field(d, "dtype", str, source, where), f"{where}.dtype", source),
         phase=_enum(Phase, _field(d, "phase", str, source, where), f"{where}.phase", source),
-        op_kind=_enum(
-            OpKind, _field(d, "op_kind", str, source, where), f"{where}.op_kind", source
-        ),
+        op_kind=_enum(OpKind, _field(d, "op_kind", str, source, where), f"{where}.op_kind", source),
         module=_field(d, "module", str, source, where, default=""),
         stage=_field(d, "stage", int, source, where, default=0),
         microbatch=_field(d, "microbatch", int, source, where, default=0),

@@ -19,6 +19,7 @@ flow twice, hence the half.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 
 import numpy as np
@@ -118,14 +119,26 @@ def _pair_bytes(n: int, flows) -> dict[tuple[int, int], float]:
     return dict(sorted(out.items()))
 
 
-def floorplan_lower_bound(problem: FloorplanProblem, upper: float | None = None) -> float:
-    """Joint lower bound on the floorplan objective (see the module docstring).
+def floorplan_lower_bound(
+    problem: FloorplanProblem,
+    upper: float | None = None,
+    *,
+    t_min: float | None = None,
+    t_max: float | None = None,
+) -> float:
+    """Joint lower bound on the floorplan objective (see the module docstring), over the
+    layouts whose slowest time lies in ``[t_min, t_max]`` (default: all).
 
-    ``upper`` (any feasible objective) only narrows the range of ``T`` examined."""
+    ``t_min`` may be any proven lower bound on the slowest time; ``upper`` (any feasible
+    objective) only narrows the range of times examined."""
     w = problem.weights
     grid = problem.grid
     t_lb = slowest_time_bound(problem)
+    if t_min is not None:
+        t_lb = max(t_lb, t_min)
     pairs = _pair_bytes(len(problem.groups), problem.flows)
+    if t_max is not None and t_max < t_lb:
+        return math.inf  # no layout in the range
     if not pairs or w.traffic == 0:
         return w.balance * t_lb
     work = np.array([g.work for g in problem.groups], dtype=np.float64)
@@ -133,7 +146,6 @@ def floorplan_lower_bound(problem: FloorplanProblem, upper: float | None = None)
     src = np.array([p[0] for p in pairs], dtype=np.int64)
     dst = np.array([p[1] for p in pairs], dtype=np.int64)
     byt = np.array(list(pairs.values()), dtype=np.float64)
-
     exact_areas = problem.dead_cores is DeadCores.OBSTACLE or not grid.dead
     up = rectangle_areas(grid.rows, grid.cols) if exact_areas else None
 
@@ -150,16 +162,25 @@ def floorplan_lower_bound(problem: FloorplanProblem, upper: float | None = None)
         sep = np.minimum(wmin[src] + wmin[dst], hmin[src] + hmin[dst]) / 2
         return byt @ np.maximum(sep, 1.0)
 
-    if w.balance > 0:
+    if w.balance == 0:
+        t_end = np.array([np.inf if t_max is None else t_max])
+        return float(w.traffic * traffic_at(t_end)[0])
+    t_hi = t_max
+    if t_hi is None:
         t_hi = max(upper / w.balance, t_lb) if upper is not None else 64 * t_lb
-        t_hi = max(t_hi, t_lb * (1 + 1e-9))
-        ts = t_lb * (t_hi / t_lb) ** (np.arange(_T_STEPS + 1) / _T_STEPS) if t_lb > 0 else np.linspace(0, t_hi, _T_STEPS + 1)
-        ts[0] = t_lb
-        # on [t_i, t_{i+1}]: balance term >= balance t_i, distances >= those at t_{i+1}
-        inner = w.balance * ts[:-1] + w.traffic * traffic_at(ts[1:])
+    t_hi = max(t_hi, t_lb * (1 + 1e-9))
+    if t_lb > 0:
+        ts = t_lb * (t_hi / t_lb) ** (np.arange(_T_STEPS + 1) / _T_STEPS)
+    else:
+        ts = np.linspace(0, t_hi, _T_STEPS + 1)
+    ts[0] = t_lb
+    # on [t_i, t_{i+1}]: balance term >= balance t_i, distances >= those at t_{i+1}
+    inner = w.balance * ts[:-1] + w.traffic * traffic_at(ts[1:])
+    best = float(inner.min())
+    if t_max is None:  # beyond t_hi: the balance term alone
         tail = w.balance * t_hi + w.traffic * traffic_at(np.array([np.inf]))[0]
-        return float(min(inner.min(), tail))
-    return float(w.traffic * traffic_at(np.array([np.inf]))[0])
+        best = min(best, float(tail))
+    return best
 
 
 # --- assignment ----------------------------------------------------------------------

@@ -70,11 +70,13 @@ def run_cpsat(
     *,
     seed_offset: int = 0,
     wall_cap: float | None = None,
+    linearization: int | None = None,
 ) -> CpRun:
     """Solve ``model`` within ``det_limit`` deterministic seconds; never raises on limits."""
+    hint_time = complete_hint(model, options) if model.proto.solution_hint.vars else 0.0
     solver = cp_model.CpSolver()
     p = solver.parameters
-    p.max_deterministic_time = max(det_limit, 1e-3)
+    p.max_deterministic_time = max(det_limit - hint_time, 1e-3)
     cap = options.wall_cap if wall_cap is None else wall_cap
     p.max_time_in_seconds = max(cap, 0.05)
     p.random_seed = (options.seed + seed_offset) % (2**31 - 1)
@@ -83,13 +85,15 @@ def run_cpsat(
         p.interleave_search = True  # the only deterministic parallel mode
     p.relative_gap_limit = options.gap_limit
     p.log_search_progress = False
+    if linearization is not None:
+        p.linearization_level = linearization
     status = solver.solve(model)
     name = solver.status_name(status)
     if name == "MODEL_INVALID":
         raise RuntimeError(f"internal error: CP-SAT rejected the model: {model.validate()}")
     has = name in ("OPTIMAL", "FEASIBLE")
     wall = solver.wall_time
-    dtime = solver.deterministic_time
+    dtime = solver.deterministic_time + hint_time
     return CpRun(
         solver=solver,
         status=name,
@@ -99,6 +103,27 @@ def run_cpsat(
         wall_time=wall,
         hit_wall_cap=wall >= 0.98 * cap and dtime < 0.98 * det_limit and name != "OPTIMAL",
     )
+
+
+def complete_hint(model: cp_model.CpModel, options: SolveOptions) -> float:
+    """Turn a partial hint into a complete one: solve with the hinted variables fixed
+    (pure propagation, near-instant) and hint every variable with the result. A
+    complete, feasible hint is taken as the first solution; a partial one is often
+    lost. Returns the deterministic time spent; leaves the hint alone if it fails."""
+    solver = cp_model.CpSolver()
+    p = solver.parameters
+    p.fix_variables_to_their_hinted_value = True
+    p.max_deterministic_time = 0.5
+    p.max_time_in_seconds = max(1.0, options.wall_cap / 10)
+    p.num_workers = 1
+    p.random_seed = options.seed % (2**31 - 1)
+    status = solver.solve(model)
+    if solver.status_name(status) in ("OPTIMAL", "FEASIBLE"):
+        values = list(solver.response_proto.solution)
+        model.clear_hints()
+        for i, v in enumerate(values):
+            model.add_hint(model.get_int_var_from_proto_index(i), v)
+    return solver.deterministic_time
 
 
 def export(model: cp_model.CpModel, path: Path | None) -> None:

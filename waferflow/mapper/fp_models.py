@@ -21,6 +21,7 @@ from waferflow.mapper.bounds import largest_alive_rectangle, slowest_time_bound
 from waferflow.mapper.problem import DeadCores, FloorplanProblem, Grid, Group, Rect
 
 RESOLUTION = 1e8  # integer steps per hint objective
+_MAX_SHAPES = 3000  # (width, height) pairs per group for a shape table
 
 
 @dataclass(frozen=True)
@@ -87,15 +88,17 @@ def add_tangent_cuts(
             model.add(a0 * a0 * t + math.ceil(k) * cores >= rhs)
 
 
-def _core_bounds(problem: FloorplanProblem, scale: Scale, g: int) -> tuple[int, int]:
-    """Fewest and most cores a group may get: memory, the others' memory, and the time a
-    known solution already beats (an improving solution must stay below ``upper``)."""
+def _core_bounds(problem: FloorplanProblem, scale: Scale, g: int, t_cap: int | None = None) -> tuple[int, int]:
+    """Fewest and most cores a group may get: memory, the others' memory, and the time
+    an improving solution must beat (``floor(K / cores) <= cap`` means
+    ``cores > K / (cap + 1)``)."""
     alive = problem.grid.num_alive
     lo = problem.min_areas[g]
     hi = alive - (sum(problem.min_areas) - lo)
     k = _k(problem, scale, g)
-    if k > 0 and scale.upper > 0:
-        lo = max(lo, math.floor(k / (scale.upper + 1)) + 1)
+    cap = scale.upper if t_cap is None else min(t_cap, scale.upper)
+    if k > 0 and cap > 0:
+        lo = max(lo, math.floor(k / (cap + 1)) + 1)
     return lo, hi
 
 
@@ -314,6 +317,7 @@ def build_rect_model(
     *,
     fixed: frozenset[int] = frozenset(),
     symmetry: bool = True,
+    t_range: tuple[int, int] | None = None,
 ) -> RectModel:
     """Free rectangles in a no-overlap-2D, with the redundant structure that makes CP-SAT
     effective: area and work bounds, tangent cuts, cumulative projections, pairwise
@@ -331,6 +335,12 @@ def build_rect_model(
     t_var = m.new_int_var(0, upper_t, "T")
     if balance:
         m.add(t_var >= math.floor(slowest_time_bound(problem) * problem.weights.balance / scale.unit))
+    t_cap = None
+    if t_range is not None and balance:  # one slice of the slowest-time range
+        m.add(t_var >= t_range[0])
+        m.add(t_var <= t_range[1])
+        t_cap = t_range[1]
+        techniques.append("slice:slowest-time")
     max_rect = largest_alive_rectangle(grid) if (grid.dead and not idle) else R * C
     xs: list = []
     ys: list = []
@@ -340,6 +350,10 @@ def build_rect_model(
     xiv, yiv = [], []
     free = [g for g in range(n) if g not in fixed]
     bounds: dict[int, tuple[int, int]] = {}
+    sum_lo = sum(problem.region_cores(hint[g]) for g in fixed) + sum(
+        _core_bounds(problem, scale, g, t_cap)[0] for g in free
+    )
+    shape_tables = 0
     for g in range(n):
         if g in fixed:
             r = hint[g]
@@ -353,8 +367,11 @@ def build_rect_model(
             if balance:
                 m.add(t_var >= time_ticks(problem, scale, g, problem.region_cores(r)))
             continue
-        lo, hi = _core_bounds(problem, scale, g)
+        lo, hi = _core_bounds(problem, scale, g, t_cap)
         hi = min(hi, max_rect)
+        if lo > hi:  # this slice (or bound) leaves the group no legal size
+            m.add_bool_or([])
+            lo = hi = max(1, min(lo, hi))
         bounds[g] = (lo, hi)
         x = m.new_int_var(0, C - 1, f"x{g}")
         y = m.new_int_var(0, R - 1, f"y{g}")
@@ -362,6 +379,16 @@ def build_rect_model(
         h = m.new_int_var(max(1, -(-lo // C)), R, f"h{g}")
         area = m.new_int_var(lo, R * C if idle else hi, f"area{g}")
         m.add_multiplication_equality(area, [w, h])
+        if not (idle and grid.dead):
+            spare = grid.num_alive - sum_lo  # what the other groups' minimum sizes leave
+            shapes = [
+                (ww, hh)
+                for ww in range(1, C + 1)
+                for hh in range(max(1, -(-lo // ww)), min(R, (min(hi, lo + spare)) // ww) + 1)
+            ]
+            if len(shapes) <= _MAX_SHAPES:  # few legal shapes: a table propagates far better
+                m.add_allowed_assignments([w, h], shapes)
+                shape_tables += 1
         xe = m.new_int_var(1, C, f"xe{g}")  # the interval keeps x + w == xe <= C
         ye = m.new_int_var(1, R, f"ye{g}")
         xiv.append(m.new_interval_var(x, w, xe, f"X{g}"))
@@ -371,6 +398,8 @@ def build_rect_model(
         ws.append(w)
         hs.append(h)
         areas.append(area)
+    if shape_tables:
+        techniques.append(f"shapes:table({shape_tables})")
     if grid.dead and not idle:
         for r, c, length in _dead_runs(grid):
             xiv.append(m.new_fixed_size_interval_var(c, length, f"deadx{r}_{c}"))
@@ -423,10 +452,22 @@ def build_rect_model(
             m.add_abs_equality(dx, cx[a] - cx[b])
             m.add_abs_equality(dy, cy[a] - cy[b])
             # disjoint rectangles are apart by their half-widths in x or half-heights in y
-            sx = m.new_bool_var(f"sep{a}_{b}")
-            m.add(dx >= ws[a] + ws[b]).only_enforce_if(sx)
-            m.add(dy >= hs[a] + hs[b]).only_enforce_if(~sx)
-            m.add(dx + dy >= 2)
+            rel = [m.new_bool_var(f"rel{a}_{b}_{k}") for k in range(4)]
+            m.add_bool_or(rel)
+            m.add(xs[a] + ws[a] <= xs[b]).only_enforce_if(rel[0])  # a left of b
+            m.add(xs[b] + ws[b] <= xs[a]).only_enforce_if(rel[1])
+            m.add(ys[a] + hs[a] <= ys[b]).only_enforce_if(rel[2])  # a above b
+            m.add(ys[b] + hs[b] <= ys[a]).only_enforce_if(rel[3])
+            m.add(dx >= ws[a] + ws[b]).only_enforce_if(rel[0])
+            m.add(dx >= ws[a] + ws[b]).only_enforce_if(rel[1])
+            m.add(dy >= hs[a] + hs[b]).only_enforce_if(rel[2])
+            m.add(dy >= hs[a] + hs[b]).only_enforce_if(rel[3])
+            # ... so at least the least such separation their minimum sizes allow
+            sep = 2
+            if a in bounds and b in bounds:
+                la, lb_ = bounds[a][0], bounds[b][0]
+                sep = max(2, min(-(-la // R) + -(-lb_ // R), -(-la // C) + -(-lb_ // C)))
+            m.add(dx + dy >= sep)
             terms.append(hop * (dx + dy))
             if hint is not None:
                 ra, rb = hint[a], hint[b]

@@ -14,6 +14,7 @@ Plain data in, plain data out: the wafer's fields are read directly.
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
 from typing import Literal
 
@@ -25,9 +26,7 @@ RouteOrder = Literal["xy", "yx"]
 
 def _check_coord(wafer: Wafer, c: Coord, what: str) -> None:
     if not (0 <= c[0] < wafer.rows and 0 <= c[1] < wafer.cols):
-        raise PlanError(
-            f"{what} {c} is outside wafer {wafer.name!r} ({wafer.rows}x{wafer.cols})"
-        )
+        raise PlanError(f"{what} {c} is outside wafer {wafer.name!r} ({wafer.rows}x{wafer.cols})")
 
 
 def _steps(a: int, b: int, n: int, wrap: bool) -> list[int]:
@@ -114,7 +113,7 @@ def path_is_healthy(wafer: Wafer, path: list[Coord]) -> bool:
     if dead and any(c in dead for c in path):
         return False
     if wafer.dead_links:
-        return not any(link_is_dead(wafer, a, b) for a, b in zip(path, path[1:], strict=False))
+        return not any(link_is_dead(wafer, a, b) for a, b in itertools.pairwise(path))
     return True
 
 
@@ -136,9 +135,7 @@ def route(wafer: Wafer, src: Coord, dst: Coord, order: str = "xy") -> list[Coord
     if path_is_healthy(wafer, path):
         return path
     if wafer.topology is Topology.CROSSBAR:
-        raise PlanError(
-            f"no route {src} -> {dst} on crossbar {wafer.name!r}: their link is dead"
-        )
+        raise PlanError(f"no route {src} -> {dst} on crossbar {wafer.name!r}: their link is dead")
     return _bfs(wafer, src, dst)
 
 

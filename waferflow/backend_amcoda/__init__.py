@@ -1,0 +1,1 @@
+"""The AMCoDA seed machine: its actor programs, generated plans, and a cycle-level simulator."""
