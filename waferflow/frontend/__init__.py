@@ -1,7 +1,16 @@
 """nn.Module -> waferflow IR. The only package that imports torch.
 
-``trace`` turns a module and example inputs into an IR ``Graph`` (inference or a
-whole training step); ``load_model`` builds the models of the zoo by name.
+- ``trace(model, example_inputs, mode=..., optimizer=..., loss_fn=..., name=...)``
+  turns a module into an IR ``Graph``: inference, or a whole training step
+  (forward, loss, backward, optimizer update), traced on fake tensors.
+- ``load_model(spec, batch=..., seq=...)`` builds a zoo model (``hf:gpt2``,
+  ``hf:llama-7b``, ``cnn:amcoda``, ..., or ``path/to/file.py:factory``) as a
+  ``ModelBundle`` on the meta device; ``list_models()`` names them.
+- ``UnknownOpWarning`` is issued once per ATen op without an op kind.
+
+Modules: ``tracer`` (trace), ``scopes`` (phase and module tags), ``convert`` (fx ->
+IR), ``optable`` (ATen -> OpKind), ``cost`` (FLOPs and bytes), ``optim`` (the
+traced updates), ``zoo`` / ``zoo_hf`` / ``zoo_cnn`` (the models).
 """
 
 from waferflow.frontend.convert import UnknownOpWarning

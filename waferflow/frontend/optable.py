@@ -67,6 +67,8 @@ _SPEC: tuple[tuple[OpKind, str, tuple[tuple[str, AttrValue], ...]], ...] = (
     (K.DIV, "div", ()),
     (K.NEG, "neg", ()),
     (K.EXP, "exp exp2 expm1", ()),
+    (K.SIN, "sin", ()),
+    (K.COS, "cos", ()),
     (K.LOG, "log log2 log10 log1p", ()),
     (K.SQRT, "sqrt", ()),
     (K.RSQRT, "rsqrt", ()),

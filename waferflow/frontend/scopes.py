@@ -52,7 +52,6 @@ class ModuleScopes:
 
     def __init__(self, model: nn.Module) -> None:
         self._names = {m: n for n, m in model.named_modules() if n}
-        self._model = model
         self._handles: list[Any] = []
         self._open: list[AbstractContextManager[None]] = []
         self._stack: list[str] = []

@@ -36,6 +36,8 @@ class OpKind(Enum):
     RSQRT = "rsqrt"
     POW = "pow"
     TANH = "tanh"
+    SIN = "sin"
+    COS = "cos"
     RELU = "relu"
     GELU = "gelu"
     SILU = "silu"
@@ -139,7 +141,7 @@ MATMUL_LIKE: frozenset[OpKind] = frozenset(
 )
 ELEMENTWISE: frozenset[OpKind] = frozenset(
     {
-        K.ADD, K.SUB, K.MUL, K.DIV, K.NEG, K.EXP, K.LOG, K.SQRT, K.RSQRT, K.POW, K.TANH,
+        K.ADD, K.SUB, K.MUL, K.DIV, K.NEG, K.EXP, K.LOG, K.SQRT, K.RSQRT, K.POW, K.TANH, K.SIN, K.COS,
         K.RELU, K.GELU, K.SILU, K.SIGMOID, K.WHERE, K.MAXIMUM, K.MINIMUM, K.CLAMP, K.ABS,
         K.COMPARE, K.LOGICAL, K.CAST, K.FILL, K.DROPOUT, K.ACT_BACKWARD, K.LERP, K.ADDCMUL,
         K.ADDCDIV, K.FUSED,

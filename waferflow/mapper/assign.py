@@ -19,6 +19,7 @@ from waferflow.mapper.bounds import assignment_lower_bound
 from waferflow.mapper.cost import assignment_cost, assignment_violations
 from waferflow.mapper.cpsat import SolveOptions, export, run_cpsat
 from waferflow.mapper.lns import improve_assignment
+from waferflow.mapper.local import swap_descent
 from waferflow.mapper.problem import AssignProblem
 from waferflow.mapper.report import Assignment, SolveReport, Status, assignment_view, relative_gap
 
@@ -56,7 +57,11 @@ def solve_assignment(problem: AssignProblem, options: SolveOptions | None = None
         return opts.wall_cap - (time.perf_counter() - t0)
 
     start, source = _start(problem)
-    techniques = [f"hint:{source}"]
+    polished = swap_descent(problem, start)
+    techniques = [f"start:{source}"]
+    if assignment_cost(problem, polished) < assignment_cost(problem, start):
+        start = polished
+        techniques.append("local:swap-descent")
     bound = assignment_lower_bound(problem)
     used = 0.0
     best = start

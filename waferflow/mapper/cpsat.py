@@ -84,6 +84,8 @@ def run_cpsat(
     if options.num_workers > 1:
         p.interleave_search = True  # the only deterministic parallel mode
     p.relative_gap_limit = options.gap_limit
+    # presolve probing can eat a short budget whole on big tables: keep it to a tenth
+    p.probing_deterministic_time_limit = min(1.0, 0.1 * p.max_deterministic_time)
     p.log_search_progress = False
     if linearization is not None:
         p.linearization_level = linearization

@@ -52,7 +52,6 @@ class Formulation(Enum):
 # shares of the deterministic budget (what a phase does not use passes on)
 _STRIPS_SHARE = 0.1
 _BALANCE_SHARE = 0.15
-_SWEEP_SHARE = 0.75  # of what is left after the balance phase; LNS gets the rest
 _SLICES = 8
 _MIN_SLICE = 0.002  # relative width of a slowest-time slice
 
@@ -161,8 +160,9 @@ def _strips(s: _Search, budget: float) -> None:
         s.techniques.append(f"cp-sat:{name}")
 
 
-def _balance_phase(s: _Search, budget: float) -> float:
-    """Minimise the slowest time alone; return a proven lower bound on it (seconds)."""
+def _balance_phase(s: _Search, budget: float) -> tuple[float, bool]:
+    """Minimise the slowest time alone; return a proven lower bound on it (seconds) and
+    whether the solver proved it optimal."""
     p = s.problem
     bal = dataclasses.replace(p, weights=ObjectiveWeights(balance=1.0, traffic=0.0, d2d=0.0))
     t_best = min((t for t, _, _ in s.pool), default=None)
@@ -183,7 +183,7 @@ def _balance_phase(s: _Search, budget: float) -> float:
         lb = max(lb, run.bound * scale.unit)
     if run.status == "INFEASIBLE" and t_best is not None:
         lb = max(lb, t_best)  # nothing beats the known slowest time
-    return lb
+    return lb, run.status in ("OPTIMAL", "INFEASIBLE")
 
 
 def _sweep(s: _Search, t_lower: float, budget: float) -> float:
@@ -230,7 +230,7 @@ def _sweep(s: _Search, t_lower: float, budget: float) -> float:
     def open_slices() -> list[int]:
         return [i for i in range(len(slices)) if bounds[i] < s.objective * (1 - s.opts.gap_limit)]
 
-    limits = [budget / 3 / len(slices)] * len(slices)
+    limits = [budget / 4 / len(slices)] * len(slices)
     for i in range(len(slices)):  # pass 1: a quick look at every slice
         if s.left() <= 1e-3:
             break  # unvisited slices keep a bound of -inf
@@ -242,7 +242,8 @@ def _sweep(s: _Search, t_lower: float, budget: float) -> float:
         if not todo or spare <= 1e-2:
             break
         i = min(todo, key=lambda k: (bounds[k], k))
-        limits[i] = min(2 * limits[i], spare)
+        # one long run proves more than several short restarts
+        limits[i] = min(spare, max(2 * limits[i], spare if len(todo) == 1 else 0.6 * spare))
         rnd += 1
         solve(i, limits[i], 100 * rnd + i)
     return min(min(bounds), s.objective)
@@ -299,13 +300,14 @@ def solve_floorplan(
         s.techniques.append("symmetry:grid-reflections+identical-groups")
         others = w.traffic > 0 or w.d2d > 0
         if w.balance > 0:
-            t_lower = _balance_phase(s, budget * _BALANCE_SHARE)
+            t_lower, proven = _balance_phase(s, budget * _BALANCE_SHARE)
             if not others:
                 bound = w.balance * t_lower
-            elif s.rects is not None and s.left() > 1e-3:
-                bound = max(bound, _sweep(s, t_lower, s.left() * _SWEEP_SHARE))
+            elif proven and s.rects is not None and s.left() > 1e-3:
+                # CP-SAT masters this instance: slicing can prove the full objective
+                bound = max(bound, _sweep(s, t_lower, s.left()))
         elif s.left() > 1e-3:
-            bound = max(bound, _full_model(s, s.left() * _SWEEP_SHARE))
+            bound = max(bound, _full_model(s, s.left() / 2))
         if s.rects is not None and s.left() > 0.05 and bound < s.objective * (1 - opts.gap_limit):
             rects, dt, rounds, better = improve_floorplan(problem, s.rects, s.left(), opts, s.wall_left)
             s.used += dt

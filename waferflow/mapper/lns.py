@@ -17,6 +17,7 @@ from waferflow.mapper.assign_model import build_assign_model
 from waferflow.mapper.cost import assignment_cost, evaluate_floorplan
 from waferflow.mapper.cpsat import SolveOptions, run_cpsat
 from waferflow.mapper.fp_models import Scale, build_rect_model
+from waferflow.mapper.local import swap_descent
 from waferflow.mapper.problem import AssignProblem, FloorplanProblem, Rect, centre_distance
 
 _MAX_ROUNDS = 10_000
@@ -104,9 +105,9 @@ def improve_assignment(
     for a, b in problem.pair_bytes:
         nbrs[a].append(b)
         nbrs[b].append(a)
-    k = min(n, 12)
-    k_max = min(n, 40)
-    per_round = max(0.05, min(0.5, budget / 20))
+    k = min(n, 6)
+    k_max = min(n, 30)
+    per_round = max(0.05, min(0.2, budget / 50))
     used = 0.0
     rounds = better = 0
     alive = set(grid.alive_cores)
@@ -145,13 +146,16 @@ def improve_assignment(
                 new[a] = c
             cost = assignment_cost(problem, tuple(new))
             if cost < cur_cost * (1 - 1e-12):
-                cur, cur_cost = new, cost
+                # a CP-SAT move often opens cheap follow-up swaps
+                polished = list(swap_descent(problem, tuple(new), max_passes=3))
+                pc = assignment_cost(problem, tuple(polished))
+                cur, cur_cost = (polished, pc) if pc < cost else (new, cost)
                 better += 1
                 improved = True
         if run.status == "OPTIMAL" and not improved:
             k = min(k + 2, k_max)
         elif run.status != "OPTIMAL":
-            k = max(4, k - 2)
+            k = max(4, k - 1)
     return tuple(cur), used, rounds, better
 
 

@@ -1,0 +1,819 @@
+"""Cycle-level model of the seed machine, advanced from event to event.
+
+Each actor's scheduling unit (SU) is modelled as the seed's seven cooperating
+steps, run once per cycle in a fixed order (data send, out control, ALU
+completion, ALU issue, data receive, in control, entry build), with its memory
+manager and ALU beside it. Everything that crosses a module boundary (links,
+the ALU's start/busy/finish lines, memory allocate/release) is a signal: a value
+written in cycle t is read in cycle t+1. An actor is stepped only in cycles where
+something can change; long ALU operations and data streams are timers, and a
+producer's periodic request is a pulse train evaluated in closed form, so a
+2.4-million-cycle run costs a few thousand steps.
+
+The timing rules (all from amcoda-program-format.md and checked against the
+authors' published event logs, see docs/amcoda.md):
+
+- host: the ins_init header lands in cycle 21; the actor sees ``start`` in cycle
+  23 + n (n instruction lines); host records then run back to back.
+- build: an entry takes 5 cycles (Out, In, Op, allocate, built), one more per
+  continue line; allocation is retried every 3 cycles while memory is short.
+- request: a producer pulses ``req`` every 5 cycles from the cycle after its entry
+  is at the head ready to send (the host holds it); the consumer accepts a pulse
+  when the entry it is filling lists that producer and a write port is free.
+- ack one cycle after the accepted request; the producer sees it one cycle later,
+  assigns a read port, and writes the header the next cycle; then P packages, one
+  per cycle, and the port frees a cycle after the last (P + 1 busy cycles).
+- ALU: R + C + W + 2 cycles from issue to completion; the next op can issue in
+  the completion cycle.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+from waferflow.backend_amcoda.program import (
+    MEMORY_BLOCKS,
+    RESERVATION_ENTRIES,
+    ActorProgram,
+    AluOp,
+    Entry,
+    Experiment,
+    OperandKind,
+    OutMode,
+    blocks,
+)
+from waferflow.errors import PlanError
+
+REQ_PERIOD = 5  # a waiting producer writes req, then 0 for 4 cycles (req_ack_max_cycle = 5)
+HOST_HEADER_CYCLE = 20  # the host writes the ins_init header in cycle 20 (210 ns in the logs)
+BUILD_CYCLES = 5
+ALLOC_RETRY = 3
+
+
+class Ev(IntEnum):
+    """Event kinds; each is one time-stamped line of the authors' actor log."""
+
+    INIT = 0
+    START = 1
+    BUILT = 2
+    RECV_REQ = 3
+    ACK = 4
+    RECV_START = 5
+    RECV_END = 6
+    ERASED = 7
+    ALU_START = 8
+    ALU_END = 9
+    CONSUMER_ACK = 10
+    SEND_START = 11
+    SEND_END = 12
+    MEM = 13
+    LOADED = 14
+
+
+class PS(IntEnum):
+    """Producer (input operand) states."""
+
+    IDLE = 0
+    RECEIVED_REQ = 1
+    SENT_ACK = 2
+    RECEIVING = 3
+    READY = 4  # data present (or a slot)
+    FINISH = 5
+
+
+class OS(IntEnum):
+    """Entry output states."""
+
+    IDLE = 0
+    WAIT_PRODUCE = 1
+    PRODUCING = 2
+    SENDING = 4
+    FINISH = 5
+
+
+class CS(IntEnum):
+    """Consumer states of the head entry."""
+
+    WAIT_REQ = 0
+    WAIT_ACK = 1
+    WAIT_SEND = 2
+    SENDING = 3
+    FINISH = 4
+
+
+@dataclass(slots=True)
+class Pte:
+    src: int  # peer index (0 = host), or -1 for a slot operand
+    slot: int
+    release: bool
+    size: int
+    state: PS
+    buf: int = -1  # first block of the operand's buffer (allocated, or the slot's)
+    recv_end: int = 0
+
+    @property
+    def freed_by_alu(self) -> bool:
+        """Actor operands' buffers and released slots are freed when the ALU op ends."""
+        return self.buf >= 0 and (self.src >= 0 or self.release)
+
+
+@dataclass(slots=True)
+class Cte:
+    dst: int
+    state: CS = CS.WAIT_REQ
+
+
+@dataclass(slots=True)
+class Stream:
+    consumers: list[Cte]
+    start: int  # cycle the header is written
+    end: int  # cycle the port frees (start + P + 1)
+
+
+@dataclass(slots=True)
+class Rte:
+    index: int
+    entry: Entry
+    producers: list[Pte]
+    consumers: list[Cte]
+    out_state: OS = OS.IDLE
+    out_buf: int = -1
+    out_temp: bool = False  # result buffer freed after the last send
+    packages: int = 0
+
+
+@dataclass(slots=True)
+class Build:
+    begin: int
+    try_at: int
+    ready_at: int = -1
+    failed_version: int = -1
+
+
+@dataclass(slots=True)
+class Train:
+    """A producer's req pulses on one link: written at p0, p0 + 5, ... while <= stop."""
+
+    p0: int
+    stop: int = 1 << 62
+
+
+def _next_pulse_seen(train: Train, t: int) -> int | None:
+    """First cycle >= t in which a pulse of ``train`` is visible (written the cycle before)."""
+    w = max(t - 1, train.p0)
+    k = -(-(w - train.p0) // REQ_PERIOD)
+    w = train.p0 + k * REQ_PERIOD
+    return w + 1 if w <= train.stop else None
+
+
+class Links:
+    """What crosses the links, as write times: reads in cycle t see writes before t."""
+
+    def __init__(self) -> None:
+        self.trains: dict[tuple[int, int], Train] = {}
+        self.headers: dict[tuple[int, int], tuple[int, int]] = {}  # (cycle, packages)
+        self.acks: dict[tuple[int, int], int] = {}
+
+    def req_seen(self, src: int, dst: int, t: int) -> bool:
+        tr = self.trains.get((src, dst))
+        return tr is not None and tr.p0 <= t - 1 <= tr.stop and (t - 1 - tr.p0) % REQ_PERIOD == 0
+
+    def header_seen(self, src: int, dst: int, t: int) -> int | None:
+        h = self.headers.get((src, dst))
+        return h[1] if h is not None and h[0] == t - 1 else None
+
+    def ack_seen(self, src: int, dst: int, t: int) -> bool:
+        return self.acks.get((src, dst)) == t - 1
+
+
+class HostThread:
+    """The host thread of one actor: its records in order (§2.4)."""
+
+    def __init__(self, m: Machine, prog: ActorProgram, records: list[tuple[str, int]]) -> None:
+        self.m = m
+        self.aid = prog.actor
+        self.records = records  # ("in", packages) | ("out", 0)
+        self.pos = 0
+        self.rec_start = 0
+        self.req_from = -1  # held req: written at req_from, visible until header_at
+        self.header_at = -1
+        self.packages = 0
+        self.ack_at = -1  # ack to the actor's req, visible until ack_until
+        self.ack_until = -1
+        self.phase = "idle"
+        self.done_at = -1
+
+    # views for the actor
+    def req_seen(self, t: int) -> bool:
+        return self.phase == "req" and self.req_from <= t - 1
+
+    def next_req_seen(self, t: int) -> int | None:
+        return max(t, self.req_from + 1) if self.phase == "req" else None
+
+    def header_seen(self, t: int) -> int | None:
+        return self.packages if self.header_at == t - 1 else None
+
+    def ack_seen(self, t: int) -> bool:
+        """The ack stays on the link until the next record's loop-top write of 0."""
+        return 0 <= self.ack_at <= t - 1 and (self.ack_until < 0 or t <= self.ack_until)
+
+    def begin_record(self, t: int) -> None:
+        """Start the record at ``pos`` in cycle ``t`` (its loop-top write of 0 is at t)."""
+        if self.ack_at >= 0 and self.ack_until < 0:
+            self.ack_until = t  # the 0 written at t replaces the ack from t+1
+        self.rec_start = t
+        if self.pos >= len(self.records):
+            self.phase, self.done_at = "done", t
+            return
+        kind, pk = self.records[self.pos]
+        if kind == "in":
+            self.phase, self.req_from, self.packages = "req", t, pk
+            self.m.wake(self.aid, t + 1)
+        else:
+            self.phase = "collect"
+            self.m.wake(-self.aid, t)
+
+    def step(self, t: int) -> list[int]:
+        """Advance in cycle t; return future cycles to be stepped in."""
+        links = self.m.links
+        if self.phase == "req":
+            if links.ack_seen(self.aid, 0, t):
+                self.header_at = t  # trans_data header written in the cycle the ack is seen
+                self.phase = "data"
+                self.m.wake(self.aid, t + 1)
+                self.pos += 1
+                return [t + self.packages + 1]
+            return []
+        if self.phase == "data":
+            if t == self.header_at + self.packages + 1:
+                self.begin_record(t)
+                return [t + 1] if self.phase != "done" else []
+            return [self.header_at + self.packages + 1]
+        if self.phase == "collect":
+            if links.req_seen(self.aid, 0, t):
+                self.ack_at, self.ack_until = t, -1
+                self.phase = "collect_hdr"
+                self.m.wake(self.aid, t + 1)
+                return []
+            tr = links.trains.get((self.aid, 0))
+            nxt = _next_pulse_seen(tr, t + 1) if tr is not None else None
+            return [nxt] if nxt is not None else []
+        if self.phase == "collect_hdr":
+            p = links.header_seen(self.aid, 0, t)
+            if p is not None:
+                self.phase = "collect_data"
+                self.pos += 1
+                return [t + p + 1]
+            return []
+        if self.phase == "collect_data":
+            self.begin_record(t)
+            return [t + 1] if self.phase != "done" else []
+        return []
+
+
+class Actor:
+    """One actor: SU, memory manager and ALU."""
+
+    def __init__(self, m: Machine, prog: ActorProgram, start: int) -> None:
+        self.m = m
+        self.aid = prog.actor
+        self.prog = prog
+        self.start = start  # cycle the actor sees ``start``
+        self.ports_in: list[Pte | None] = [None] * m.ports
+        self.ports_out: list[Stream | None] = [None] * m.ports
+        self.rt: list[Rte] = []
+        self.producer_pt = 0
+        self.alu_in_pt = 0
+        self.alu_out_pt = 0
+        self.alu_finish = -1  # cycle the current op's completion is seen
+        self.alu_ready = 0  # first cycle the issue step may run again
+        self.alu_entry = -1
+        self.next_build = 0
+        self.build: Build | None = None
+        self.slots: dict[int, int] = {}  # valid slot -> first block
+        self.blocks = [0] * MEMORY_BLOCKS  # 0 free; else owner's run length at its start, -1 inside
+        self.used = 0
+        self.peak = 0
+        self.mem_version = 0
+        self.releases: list[tuple[int, list[int]]] = []  # (cycle applied, first blocks)
+        self.log: list[tuple[int, Ev, int, int]] = []  # (cycle, event, entry index, peer)
+        self.mem_log: list[tuple[int, int]] = []  # (cycle, blocks in use)
+        # (header cycle, port-free cycle, entry, consumers, packages) of every stream sent
+        self.streams: list[tuple[int, int, int, tuple[int, ...], int]] = []
+        self.log.append((HOST_HEADER_CYCLE + 1, Ev.INIT, -1, 0))
+        self.log.append((start, Ev.START, -1, 0))
+
+    # -- helpers ---------------------------------------------------------------------
+    def _ev(self, t: int, ev: Ev, idx: int = -1, peer: int = 0) -> None:
+        self.log.append((t, ev, idx, peer))
+
+    def done(self) -> bool:
+        return self.next_build >= len(self.prog.entries) and not self.rt and self.build is None
+
+    def _alloc(self, sizes: list[int]) -> list[int] | None:
+        """First-fit contiguous runs of blocks for each size, all or nothing."""
+        got: list[int] = []
+        for floats in sizes:
+            n = max(blocks(floats), 1)
+            start, run = -1, 0
+            for i in range(MEMORY_BLOCKS):
+                if self.blocks[i] == 0:
+                    if run == 0:
+                        start = i
+                    run += 1
+                    if run >= n:
+                        break
+                else:
+                    run = 0
+            if run < n:
+                for s in got:
+                    self._free(s)
+                return None
+            self.blocks[start] = n
+            for i in range(start + 1, start + n):
+                self.blocks[i] = -1
+            self.used += n
+            got.append(start)
+        return got
+
+    def _free(self, start: int) -> None:
+        n = self.blocks[start]
+        if n <= 0:
+            raise PlanError(f"actor {self.aid}: freeing memory block {start} that is not a buffer")
+        for i in range(start, start + n):
+            self.blocks[i] = 0
+        self.used -= n
+
+    def _check_ack_hazard(self, peer: int, t: int) -> None:
+        """Hazard (a): an ack written while the head sends to the same peer is lost."""
+        if not self.rt or self.rt[0].out_state != OS.SENDING:
+            return
+        for c in self.rt[0].consumers:
+            if c.dst == peer and c.state in (CS.WAIT_ACK, CS.SENDING):
+                raise PlanError(
+                    f"hazard (a), §6.3: in cycle {t} actor {self.aid} acks "
+                    f"{'the host' if peer == 0 else f'actor {peer}'} while its head entry "
+                    f"e{self.rt[0].index} is sending to it; the ack would be overwritten"
+                )
+
+    # -- one cycle ---------------------------------------------------------------------
+    def step(self, t: int) -> bool:
+        """Run every SU step for cycle t; return True if any state changed."""
+        ch = self._data_send(t)
+        ch |= self._out_control(t)
+        ch |= self._alu_complete(t)
+        ch |= self._alu_issue(t)
+        ch |= self._data_receive(t)
+        ch |= self._in_control(t)
+        ch |= self._config(t)
+        ch |= self._memory(t)
+        return ch
+
+    def _data_send(self, t: int) -> bool:
+        ch = False
+        m = self.m
+        if self.rt and self.producer_pt < len(self.rt):
+            for p in self.rt[self.producer_pt].producers:
+                if p.state == PS.RECEIVED_REQ:
+                    self._check_ack_hazard(p.src, t)
+                    m.links.acks[(self.aid, p.src)] = t
+                    m.wake(p.src if p.src else -self.aid, t + 1)
+                    p.state = PS.SENT_ACK
+                    self._ev(t, Ev.ACK, self.rt[self.producer_pt].index, p.src)
+                    ch = True
+        if self.rt and self.rt[0].out_state == OS.SENDING:
+            head = self.rt[0]
+            for i, s in enumerate(self.ports_out):
+                if s is not None and s.end == t:
+                    for c in s.consumers:
+                        c.state = CS.FINISH
+                    self.ports_out[i] = None
+                    self._ev(t, Ev.SEND_END, head.index, s.consumers[0].dst)
+                    ch = True
+        return ch
+
+    def _out_control(self, t: int) -> bool:
+        if not self.rt:
+            return False
+        ch = False
+        m = self.m
+        head = self.rt[0]
+        if head.out_state == OS.SENDING:
+            for c in head.consumers:
+                if c.state == CS.WAIT_REQ:
+                    c.state = CS.WAIT_ACK
+                    tr = Train(t + 1)
+                    m.links.trains[(self.aid, c.dst)] = tr
+                    m.wake(c.dst if c.dst else -self.aid, t + 2)
+                    ch = True
+                elif c.state == CS.WAIT_ACK:
+                    seen = (
+                        m.hosts[self.aid].ack_seen(t)
+                        if c.dst == 0
+                        else m.links.ack_seen(c.dst, self.aid, t)
+                    )
+                    if seen:
+                        c.state = CS.WAIT_SEND
+                        m.links.trains[(self.aid, c.dst)].stop = t
+                        self._ev(t, Ev.CONSUMER_ACK, head.index, c.dst)
+                        ch = True
+            bcast = head.entry.out.mode is OutMode.BROADCAST
+            for i in range(len(self.ports_out)):
+                if self.ports_out[i] is not None:
+                    continue
+                take = [c for c in head.consumers if c.state == CS.WAIT_SEND]
+                if not take:
+                    break
+                if not bcast:
+                    take = take[:1]
+                s = Stream(take, t + 1, t + 2 + head.packages)
+                self.ports_out[i] = s
+                self.streams.append((t + 1, s.end, head.index, tuple(c.dst for c in take), head.packages))
+                for c in take:
+                    c.state = CS.SENDING
+                    m.links.headers[(self.aid, c.dst)] = (t + 1, head.packages)
+                    m.wake(c.dst if c.dst else -self.aid, t + 2)
+                self._ev(t + 1, Ev.SEND_START, head.index, take[0].dst)
+                ch = True
+            if all(c.state == CS.FINISH for c in head.consumers):
+                if head.out_temp:
+                    self.releases.append((t + 1, [head.out_buf]))
+                head.out_state = OS.FINISH
+                ch = True
+        if head.out_state == OS.FINISH:
+            self.rt.pop(0)
+            self._ev(t, Ev.ERASED, head.index)
+            if self.producer_pt > 0:
+                self.producer_pt -= 1
+            if self.alu_in_pt > 0:
+                self.alu_in_pt -= 1
+            if self.alu_out_pt > 0:
+                self.alu_out_pt -= 1
+            ch = True
+        return ch
+
+    def _alu_complete(self, t: int) -> bool:
+        if t != self.alu_finish:
+            return False
+        if self.alu_out_pt >= self.alu_in_pt:
+            raise PlanError(f"actor {self.aid}: an ALU completion in cycle {t} found no entry")
+        e = self.rt[self.alu_out_pt]
+        if e.out_state != OS.PRODUCING:
+            msg = (
+                f"hazard (b), §6.3: in cycle {t} the ALU completion of actor {self.aid}'s "
+                f"e{self.alu_entry} lands on e{e.index} ({e.entry.op.alu.name}), which is still "
+                f"in the table; the completion is lost"
+            )
+            if not self.m.emulate_lost_completions:
+                raise PlanError(msg)
+            self.m.hazards.append(msg)  # as the SU does: the pulse is spent on e
+            self.alu_out_pt += 1
+            return True
+        e.out_state = OS.SENDING
+        self._ev(t, Ev.ALU_END, e.index)
+        freed = [p.buf for p in e.producers if p.freed_by_alu]
+        self.releases.append((t + 1, freed))  # in_release is asserted even with nothing to free
+        self.alu_out_pt += 1
+        return True
+
+    def _alu_issue(self, t: int) -> bool:
+        if t < self.alu_ready or self.alu_in_pt >= self.producer_pt or t < self.alu_finish:
+            return False
+        e = self.rt[self.alu_in_pt]
+        if e.out_state == OS.WAIT_PRODUCE:
+            self.alu_finish = t + e.entry.alu_cycles
+            self.alu_entry = e.index
+            e.out_state = OS.PRODUCING
+            self._ev(t, Ev.ALU_START, e.index)
+            self.alu_in_pt += 1
+            self.alu_ready = t + 2
+            return True
+        if e.out_state > OS.WAIT_PRODUCE:  # a STORE or LOAD: skip it, one per cycle
+            self.alu_in_pt += 1
+            self.alu_ready = t + 1
+            return True
+        return False
+
+    def _data_receive(self, t: int) -> bool:
+        ch = False
+        for i, p in enumerate(self.ports_in):
+            if p is not None and p.state == PS.RECEIVING and p.recv_end == t:
+                p.state = PS.READY
+                self.ports_in[i] = None
+                self._ev(t, Ev.RECV_END, self.rt[self.producer_pt].index, p.src)
+                ch = True
+        return ch
+
+    def _in_control(self, t: int) -> bool:
+        if not self.rt or self.producer_pt >= len(self.rt):
+            return False
+        ch = False
+        m = self.m
+        e = self.rt[self.producer_pt]
+        for p in e.producers:
+            if p.state == PS.IDLE:
+                seen = (
+                    m.hosts[self.aid].req_seen(t)
+                    if p.src == 0
+                    else m.links.req_seen(p.src, self.aid, t)
+                )
+                if seen and None in self.ports_in:
+                    self.ports_in[self.ports_in.index(None)] = p
+                    p.state = PS.RECEIVED_REQ
+                    self._ev(t, Ev.RECV_REQ, e.index, p.src)
+                    ch = True
+            elif p.state == PS.SENT_ACK:
+                pk = (
+                    m.hosts[self.aid].header_seen(t)
+                    if p.src == 0
+                    else m.links.header_seen(p.src, self.aid, t)
+                )
+                if pk is not None:
+                    p.state = PS.RECEIVING
+                    p.recv_end = t + pk
+                    self._ev(t, Ev.RECV_START, e.index, p.src)
+                    ch = True
+        if all(p.state >= PS.READY for p in e.producers):
+            alu = e.entry.op.alu
+            if alu is AluOp.LOAD:
+                e.producers[0].state = PS.FINISH
+                e.out_state = OS.SENDING
+            elif alu is AluOp.STORE:
+                for p in e.producers:
+                    p.state = PS.FINISH
+                e.out_state = OS.FINISH
+            else:
+                e.out_state = OS.WAIT_PRODUCE
+            self.producer_pt += 1
+            ch = True
+        return ch
+
+    def _config(self, t: int) -> bool:
+        if t <= self.start or self.next_build >= len(self.prog.entries):
+            return False
+        ch = False
+        b = self.build
+        if b is not None and b.ready_at == t:
+            self._push(t)
+            self.build = None
+            ch = True
+        if (
+            self.build is None
+            and self.next_build < len(self.prog.entries)
+            and len(self.rt) < RESERVATION_ENTRIES
+        ):
+            e = self.prog.entries[self.next_build]
+            extra = e.instruction_lines - 3
+            self.build = Build(t, t + BUILD_CYCLES - 1 + extra)
+            ch = True
+        return ch
+
+    def _push(self, t: int) -> None:
+        idx = self.next_build
+        e = self.prog.entries[idx]
+        bufs = self._pending_bufs
+        producers: list[Pte] = []
+        k = 0
+        for pos, o in enumerate(e.inp.operands):
+            if o.is_peer:
+                buf = -1
+                if e.op.alu is not AluOp.STORE:
+                    buf = bufs[k]
+                    k += 1
+                producers.append(Pte(o.peer, -1, False, e.input_operand_size(pos), PS.IDLE, buf))
+            else:
+                if o.index not in self.slots:
+                    raise PlanError(f"actor {self.aid} e{idx} reads slot s{o.index}, which is invalid")
+                rel = o.kind is OperandKind.RELEASE
+                producers.append(Pte(-1, o.index, rel, 0, PS.READY, self.slots[o.index]))
+        rte = Rte(idx, e, producers, [Cte(c) for c in e.out.consumers], packages=e.out_packages)
+        if e.op.alu is AluOp.LOAD:
+            src = producers[0]
+            rte.out_buf = src.buf
+            rte.out_temp = src.release  # a released slot is freed after the last send
+            src.buf = -1
+        else:
+            rte.out_buf = bufs[k]
+        for p in producers:  # a released slot becomes invalid when its reader is built
+            if p.release:
+                del self.slots[p.slot]
+        keep_slot = e.out.keep_slot
+        if e.op.alu is not AluOp.LOAD:
+            if keep_slot is not None:
+                if keep_slot in self.slots:
+                    raise PlanError(f"actor {self.aid} e{idx} writes slot s{keep_slot}, still valid")
+                self.slots[keep_slot] = rte.out_buf
+            else:
+                rte.out_temp = True
+        self.rt.append(rte)
+        self.next_build += 1
+        self._ev(t, Ev.BUILT, idx)
+        if self.next_build == len(self.prog.entries):
+            self._ev(t, Ev.LOADED, idx)
+
+    def _memory(self, t: int) -> bool:
+        ch = False
+        due = [r for r in self.releases if r[0] == t]
+        if due:
+            self.releases = [r for r in self.releases if r[0] != t]
+            for _, starts in due:
+                for s in starts:
+                    self._free(s)
+            self.mem_version += 1
+            self.mem_log.append((t, self.used))
+            self._ev(t, Ev.MEM)
+            ch = True
+        b = self.build
+        if b is None or b.ready_at >= 0:
+            return ch
+        if b.try_at < t:  # attempts skipped while memory was unchanged would have failed
+            b.try_at += -(-(t - b.try_at) // ALLOC_RETRY) * ALLOC_RETRY
+        if b.try_at != t:
+            return ch
+        e = self.prog.entries[self.next_build]
+        sizes = []
+        if e.op.alu is not AluOp.STORE:
+            sizes += [
+                e.input_operand_size(pos) for pos, o in enumerate(e.inp.operands) if o.is_peer
+            ]
+        if e.op.alu is not AluOp.LOAD:
+            sizes.append(e.op.output_size)
+        got = self._alloc(sizes) if sizes else []
+        if got is None:
+            b.failed_version = self.mem_version
+            b.try_at = t + ALLOC_RETRY
+            return ch
+        self._pending_bufs = got
+        b.ready_at = t + 1
+        self.peak = max(self.peak, self.used)
+        self.mem_log.append((t, self.used))
+        self._ev(t, Ev.MEM)
+        return True
+
+    _pending_bufs: list[int]
+
+    def timers(self, t: int) -> list[int]:
+        """Future cycles in which this actor must be stepped even if nothing reaches it."""
+        out: list[int] = []
+        if self.alu_finish > t:
+            out.append(self.alu_finish)
+        if self.alu_ready > t:
+            out.append(self.alu_ready)
+        out += [s.end for s in self.ports_out if s is not None and s.end > t]
+        out += [p.recv_end for p in self.ports_in if p is not None and p.state == PS.RECEIVING]
+        out += [r[0] for r in self.releases if r[0] > t]
+        b = self.build
+        if b is not None:
+            if b.ready_at > t:
+                out.append(b.ready_at)
+            elif b.ready_at < 0 and b.failed_version != self.mem_version:
+                k = max(0, -(-(t + 1 - b.try_at) // ALLOC_RETRY))
+                out.append(b.try_at + k * ALLOC_RETRY)
+        if t < self.start + 1:
+            out.append(self.start + 1)
+        # the entry being filled waits for a producer's next visible request
+        if self.rt and self.producer_pt < len(self.rt) and None in self.ports_in:
+            for p in self.rt[self.producer_pt].producers:
+                if p.state != PS.IDLE:
+                    continue
+                if p.src == 0:
+                    nxt = self.m.hosts[self.aid].next_req_seen(t + 1)
+                else:
+                    tr = self.m.links.trains.get((p.src, self.aid))
+                    nxt = _next_pulse_seen(tr, t + 1) if tr is not None else None
+                if nxt is not None:
+                    out.append(nxt)
+        return out
+
+
+@dataclass
+class MachineRun:
+    """Raw outcome of a run: per-actor event logs, memory traces, the end cycle."""
+
+    logs: dict[int, list[tuple[int, Ev, int, int]]]
+    mem_logs: dict[int, list[tuple[int, int]]]
+    peaks: dict[int, int]
+    end_cycle: int
+    host_done: dict[int, int] = field(default_factory=dict)
+    streams: dict[int, list[tuple[int, int, int, tuple[int, ...], int]]] = field(
+        default_factory=dict
+    )
+    hazards: tuple[str, ...] = ()  # lost ALU completions (only when emulated)
+    stuck: tuple[str, ...] = ()  # actors that never finished (only when emulated)
+
+
+class Machine:
+    """The whole seed machine running one experiment."""
+
+    def __init__(
+        self, exp: Experiment, max_cycles: int = 10**9, emulate_lost_completions: bool = False
+    ) -> None:
+        self.exp = exp
+        self.emulate_lost_completions = emulate_lost_completions
+        self.hazards: list[str] = []
+        self.ports = exp.mem_ports
+        self.max_cycles = max_cycles
+        self.links = Links()
+        self._heap: list[tuple[int, int]] = []
+        self._queued: set[tuple[int, int]] = set()
+        self.actors: dict[int, Actor] = {}
+        self.hosts: dict[int, HostThread] = {}
+        for prog in exp.programs:
+            n = prog.instruction_lines
+            start = HOST_HEADER_CYCLE + n + 3
+            self.actors[prog.actor] = Actor(self, prog, start)
+            self.hosts[prog.actor] = HostThread(self, prog, _host_records(prog))
+            self.hosts[prog.actor].pos = 0
+            self.wake(-prog.actor, start)
+            self.wake(prog.actor, start + 1)
+
+    def wake(self, who: int, cycle: int) -> None:
+        """Step ``who`` (actor id, or -id for its host thread) in ``cycle``."""
+        key = (cycle, who)
+        if key not in self._queued:
+            self._queued.add(key)
+            heapq.heappush(self._heap, key)
+
+    def run(self) -> MachineRun:
+        started: set[int] = set()
+        while self._heap:
+            t, who = heapq.heappop(self._heap)
+            self._queued.discard((t, who))
+            if t > self.max_cycles:
+                raise PlanError(f"experiment {self.exp.name} ran past {self.max_cycles} cycles")
+            if who < 0:
+                h = self.hosts[-who]
+                if -who not in started:
+                    started.add(-who)
+                    h.begin_record(t)
+                    continue
+                for c in h.step(t):
+                    self.wake(who, c)
+            else:
+                a = self.actors[who]
+                if a.step(t):
+                    self.wake(who, t + 1)
+                for c in a.timers(t):
+                    self.wake(who, c)
+        stuck = self._stuck()
+        if stuck and not self.hazards:
+            raise PlanError(
+                f"experiment {self.exp.name} deadlocks (no actor can make progress):\n  "
+                + "\n  ".join(stuck)
+            )
+        logs = {i: sorted(a.log, key=lambda x: x[0]) for i, a in self.actors.items()}
+        end = max(ev[0] for lg in logs.values() for ev in lg)
+        return MachineRun(
+            logs,
+            {i: a.mem_log for i, a in self.actors.items()},
+            {i: a.peak for i, a in self.actors.items()},
+            end,
+            {i: h.done_at for i, h in self.hosts.items()},
+            {i: a.streams for i, a in self.actors.items()},
+            tuple(self.hazards),
+            tuple(stuck),
+        )
+
+    def _stuck(self) -> list[str]:
+        stuck = []
+        for i, a in self.actors.items():
+            h = self.hosts[i]
+            if not (a.done() and h.phase == "done" and a.used == 0):
+                stuck.append(_describe_stuck(a, h))
+        return stuck
+
+
+def _host_records(prog: ActorProgram) -> list[tuple[str, int]]:
+    """The host script's transfers in program order (§2.5): inputs and outputs interleaved."""
+    recs: list[tuple[str, int]] = []
+    ins = iter(prog.host_inputs)
+    for e in prog.entries:
+        for o in e.inp.operands:
+            if o.kind is OperandKind.HOST:
+                recs.append(("in", next(ins).packages))
+        if 0 in e.out.consumers:
+            recs.append(("out", 0))
+    return recs
+
+
+def _describe_stuck(a: Actor, h: HostThread) -> str:
+    parts = [f"actor {a.aid}: built {a.next_build}/{len(a.prog.entries)}"]
+    if a.build is not None and a.build.ready_at < 0:
+        parts.append(f"waiting for memory ({a.used}/{MEMORY_BLOCKS} blocks in use)")
+    if a.rt:
+        head = a.rt[0]
+        parts.append(f"head e{head.index} {head.entry.op.alu.name} {head.out_state.name}")
+        waiting = [c.dst for c in head.consumers if c.state in (CS.WAIT_REQ, CS.WAIT_ACK)]
+        if head.out_state == OS.SENDING and waiting:
+            parts.append(f"waiting for acks from {waiting}")
+        if a.producer_pt < len(a.rt):
+            e = a.rt[a.producer_pt]
+            srcs = [p.src for p in e.producers if p.state < PS.READY]
+            parts.append(f"filling e{e.index} from {srcs}")
+    elif a.used:
+        parts.append(f"{a.used} memory blocks never freed")
+    if h.phase != "done":
+        parts.append(f"host at record {h.pos} ({h.phase})")
+    return "; ".join(parts)

@@ -1,0 +1,298 @@
+"""``ParallelPlan``: what the user asks for, parsed from ``dp=2,tp=4,pp=2,microbatches=4``.
+
+Keys (``_`` and ``-`` are interchangeable; ``mb`` is short for ``microbatches``):
+
+====================  ====================================================================
+``dp``                data-parallel replicas (batch split, weights replicated)
+``tp``                tensor-parallel ranks (Megatron column / row split, heads, channels)
+``pp``                pipeline stages
+``microbatches``      micro-batches per step (each replica's batch is cut into this many)
+``schedule``          ``gpipe`` or ``1f1b`` (default)
+``grad-reduce``       ``all-reduce`` (default) or ``root`` (reduce to replica 0, which
+                      alone runs the optimizer, as the seed machine does)
+``algo``              collective algorithm: ``auto`` (cheapest by the cost model) or one
+                      of ``ring``, ``biring``, ``mesh2d``, ``tree``, ``direct``, ``root``
+``recompute``         ``true``: drop activations after the forward, recompute them
+``layers``            per-layer pattern, one letter per layer: ``d`` data, ``t`` tensor,
+                      ``r`` replicated (every rank runs the whole layer); needs ``ways``
+``ways``              degree of the per-layer pattern (the ranks of a stage)
+``group``             actor granularity: ``module`` (default), ``layer`` or ``op``
+``overlap``           ``true`` (default): interleave gradient reduction with the backward
+====================  ====================================================================
+
+Only the plan's own consistency is checked here; whether it fits a model and a
+wafer is checked when it is applied (``waferflow.parallel.driver``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, fields, replace
+from enum import Enum
+from typing import Any
+
+from waferflow.errors import PlanError
+from waferflow.ir.sharding import MeshAxis
+
+
+class PipelineSchedule(Enum):
+    GPIPE = "gpipe"
+    ONE_F_ONE_B = "1f1b"
+
+
+class GradReduce(Enum):
+    ALL_REDUCE = "all-reduce"
+    ROOT = "root"
+
+
+class CollectiveAlgo(Enum):
+    AUTO = "auto"
+    RING = "ring"
+    BIRING = "biring"
+    MESH2D = "mesh2d"
+    TREE = "tree"
+    DIRECT = "direct"
+    ROOT = "root"
+
+
+class LayerMode(Enum):
+    DATA = "d"
+    TENSOR = "t"
+    REPLICATE = "r"
+
+
+class Granularity(Enum):
+    """How many graph ops one actor runs: one op, one module or one layer."""
+
+    OP = "op"
+    MODULE = "module"
+    LAYER = "layer"
+
+
+_ALIASES = {"mb": "microbatches", "m": "microbatches", "micro_batches": "microbatches"}
+
+
+@dataclass(frozen=True)
+class ParallelPlan:
+    dp: int = 1
+    tp: int = 1
+    pp: int = 1
+    microbatches: int = 1
+    schedule: PipelineSchedule = PipelineSchedule.ONE_F_ONE_B
+    grad_reduce: GradReduce = GradReduce.ALL_REDUCE
+    algo: CollectiveAlgo = CollectiveAlgo.AUTO
+    recompute: bool = False
+    layers: str = ""
+    ways: int = 1
+    group: Granularity = Granularity.MODULE
+    overlap: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("dp", "tp", "pp", "microbatches", "ways"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise PlanError(f"plan: {name} must be an integer >= 1, got {v!r}")
+        bad = sorted(set(self.layers) - {m.value for m in LayerMode})
+        if bad:
+            raise PlanError(
+                f"plan: layers={self.layers!r} has letter(s) {', '.join(map(repr, bad))}; use "
+                "d (data parallel), t (tensor parallel) or r (replicated), one per layer"
+            )
+        if self.layers and (self.dp > 1 or self.tp > 1):
+            raise PlanError(
+                f"plan: layers={self.layers!r} sets the parallelism per layer over `ways` "
+                f"ranks; it cannot be combined with dp={self.dp}, tp={self.tp} (leave them at 1)"
+            )
+        if self.ways > 1 and not self.layers:
+            raise PlanError(
+                f"plan: ways={self.ways} is the degree of a per-layer pattern; give layers=... "
+                "too (e.g. layers=ddt), or use dp= / tp= for a uniform plan"
+            )
+
+    @property
+    def ranks_per_stage(self) -> int:
+        return self.ways if self.layers else self.dp * self.tp
+
+    @property
+    def num_ranks(self) -> int:
+        return self.ranks_per_stage * self.pp
+
+    def mesh(self) -> Mesh:
+        if self.layers:
+            return Mesh((self.ways,), ((MeshAxis.DP, 0), (MeshAxis.TP, 0)), self.microbatches)
+        return Mesh((self.dp, self.tp), ((MeshAxis.DP, 0), (MeshAxis.TP, 1)), self.microbatches)
+
+    def layer_modes(self) -> tuple[LayerMode, ...]:
+        return tuple(LayerMode(c) for c in self.layers)
+
+    def __str__(self) -> str:
+        parts = []
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if v != f.default or f.name in ("dp", "tp", "pp", "microbatches"):
+                parts.append(f"{f.name.replace('_', '-')}={_spell(v)}")
+        return ",".join(parts)
+
+
+def _spell(v: Any) -> str:
+    if isinstance(v, Enum):
+        return str(v.value)
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
+
+
+@dataclass(frozen=True)
+class Mesh:
+    """The ranks of one pipeline stage: a row-major grid of physical ``dims``; each
+    logical axis (``axis_dim``) runs along one physical dimension. In a per-layer
+    pattern both dp and tp run along the one dimension of ``ways`` ranks: a layer
+    uses it one way or the other. ``mb`` is not physical (micro-batches take turns)."""
+
+    dims: tuple[int, ...]
+    axis_dim: tuple[tuple[MeshAxis, int], ...]
+    microbatches: int = 1
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.dims)
+
+    def degree(self, axis: MeshAxis) -> int:
+        if axis is MeshAxis.MB:
+            return self.microbatches
+        for a, d in self.axis_dim:
+            if a is axis:
+                return self.dims[d]
+        return 1
+
+    def degrees(self) -> dict[MeshAxis, int]:
+        return {a: self.degree(a) for a in MeshAxis}
+
+    @property
+    def aliased(self) -> bool:
+        """Whether dp and tp share a physical dimension (per-layer patterns)."""
+        dims = [d for _, d in self.axis_dim]
+        return len(dims) != len(set(dims))
+
+    def coords(self, rank: int) -> tuple[int, ...]:
+        out = []
+        for size in reversed(self.dims):
+            rank, r = divmod(rank, size)
+            out.append(r)
+        return tuple(reversed(out))
+
+    def rank_of(self, coords: tuple[int, ...]) -> int:
+        r = 0
+        for c, size in zip(coords, self.dims, strict=True):
+            r = r * size + c
+        return r
+
+    def index(self, rank: int, axis: MeshAxis) -> int:
+        """The rank's position along ``axis`` (0 for an axis of degree 1 or ``mb``)."""
+        for a, d in self.axis_dim:
+            if a is axis:
+                return self.coords(rank)[d]
+        return 0
+
+    def group(self, rank: int, axis: MeshAxis) -> tuple[int, ...]:
+        """The ranks that differ from ``rank`` only along ``axis``, in axis order."""
+        for a, d in self.axis_dim:
+            if a is axis:
+                base = list(self.coords(rank))
+                out = []
+                for i in range(self.dims[d]):
+                    base[d] = i
+                    out.append(self.rank_of(tuple(base)))
+                return tuple(out)
+        return (rank,)
+
+    def groups(self, axis: MeshAxis) -> tuple[tuple[int, ...], ...]:
+        """Every group along ``axis``, each once, ordered by its first rank."""
+        seen: dict[tuple[int, ...], None] = {}
+        for r in range(self.size):
+            seen.setdefault(self.group(r, axis), None)
+        return tuple(seen)
+
+
+def _norm_key(key: str) -> str:
+    k = key.strip().lower().replace("-", "_")
+    return _ALIASES.get(k, k)
+
+
+_FIELDS = {f.name: f for f in fields(ParallelPlan)}
+
+
+def _convert(key: str, raw: str, default: Any) -> Any:
+    text = raw.strip()
+    if isinstance(default, bool):
+        low = text.lower()
+        if low in ("1", "true", "yes", "on"):
+            return True
+        if low in ("0", "false", "no", "off"):
+            return False
+        raise PlanError(f"plan: {key}={raw!r} must be true or false")
+    if isinstance(default, int):
+        try:
+            return int(text)
+        except ValueError:
+            raise PlanError(f"plan: {key}={raw!r} must be an integer") from None
+    if isinstance(default, Enum):
+        cls = type(default)
+        try:
+            return cls(text.lower())
+        except ValueError:
+            names = ", ".join(str(m.value) for m in cls)
+            raise PlanError(f"plan: {key}={raw!r} is not one of {names}") from None
+    return text
+
+
+def parse_plan(text: str | ParallelPlan) -> ParallelPlan:
+    """Parse ``"dp=2,tp=4,pp=2,microbatches=4"`` (or pass a ``ParallelPlan`` through).
+
+    Raises ``PlanError`` naming the bad key or value."""
+    if isinstance(text, ParallelPlan):
+        return text
+    if not isinstance(text, str):
+        raise PlanError(f"plan must be a string like 'dp=2,tp=4', got {type(text).__name__}")
+    values: dict[str, Any] = {}
+    for item in (t for t in text.replace(";", ",").split(",") if t.strip()):
+        key, eq, raw = item.partition("=")
+        name = _norm_key(key)
+        if name not in _FIELDS:
+            known = ", ".join(f.replace("_", "-") for f in _FIELDS)
+            raise PlanError(f"plan: unknown key {key.strip()!r} in {text!r}; known keys: {known}")
+        if not eq:
+            if isinstance(_FIELDS[name].default, bool):
+                raw = "true"
+            else:
+                raise PlanError(f"plan: {key.strip()!r} needs a value ({key.strip()}=...)")
+        if name in values:
+            raise PlanError(f"plan: {key.strip()!r} is given twice in {text!r}")
+        values[name] = _convert(key.strip(), raw, _FIELDS[name].default)
+    return ParallelPlan(**values)
+
+
+def plan_grid(
+    dps: tuple[int, ...], tps: tuple[int, ...], pps: tuple[int, ...], mbs: tuple[int, ...],
+    **common: Any,
+) -> list[ParallelPlan]:  # fmt: skip
+    """Every combination of the given degrees (for sweeps and benchmarks)."""
+    base = ParallelPlan(**common)
+    return [
+        replace(base, dp=d, tp=t, pp=p, microbatches=m)
+        for d, t, p, m in itertools.product(dps, tps, pps, mbs)
+    ]
+
+
+__all__ = [
+    "CollectiveAlgo",
+    "GradReduce",
+    "Granularity",
+    "LayerMode",
+    "Mesh",
+    "ParallelPlan",
+    "PipelineSchedule",
+    "parse_plan",
+    "plan_grid",
+]
