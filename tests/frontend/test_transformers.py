@@ -87,16 +87,16 @@ def test_gpt2_module_paths_cover_forward_and_backward(gpt2_train: Graph) -> None
     assert [op.results[0].name for op in update] == [f"{c_attn}.weight.new", f"{c_attn}.bias.new"]
 
 
-def test_llama_buffers_are_sources_and_rotary_ops_are_opaque() -> None:
+def test_llama_buffers_are_sources_and_rotary_ops_are_typed() -> None:
     bundle = load_model("hf:llama-tiny")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         g = trace(bundle.module, bundle.example_inputs, mode="train", loss_fn=bundle.loss_fn)
     verify_graph(g)
-    # cos and sin have no op kind yet: one warning each, however often they occur
-    unknown = sorted(str(w.message).split()[1] for w in caught if w.category is UnknownOpWarning)
-    assert unknown == ["aten.cos.default", "aten.sin.default"]
-    assert {op.prov.aten for op in g.ops if op.kind == K.OPAQUE} == set(unknown)
+    # the rotary embedding's cos and sin have their own kinds: no unknown-op warning
+    assert not [w for w in caught if w.category is UnknownOpWarning]
+    assert not [op for op in g.ops if op.kind == K.OPAQUE]
+    assert {K.SIN, K.COS} <= {op.kind for op in g.ops}
     buffers = [op.attrs.get("name") for op in g.sources(K.BUFFER)]
     assert "model.rotary_emb.inv_freq" in buffers
     # 4 heads over 2 KV heads: grouped-query attention shows as k/v projections of half width
