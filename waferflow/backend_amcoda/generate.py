@@ -130,27 +130,76 @@ def _conv_pipe(
     for j in range(m):
         x, z = 1 + 4 * j, 2 + 4 * j
         es.append(
-            Entry(out(keep(x)), inp(src), Op.store(mb, conv.cin, conv.hw_in, conv.hw_in), f"{g.name}.x[{j}]")
+            Entry(
+                out(keep(x)),
+                inp(src),
+                Op.store(mb, conv.cin, conv.hw_in, conv.hw_in),
+                f"{g.name}.x[{j}]",
+            )
         )
         if first:
             inputs.append(HostTransfer(f"data{_suffix(m, j)}.txt", mb * conv.cin * conv.hw_in**2))
         w_use = release(0) if first and j == m - 1 else keep(0)
-        es.append(Entry(out(keep(z)), inp(keep(x), w_use), _conv_op(conv, mb, conv.cout, Mode.FP), f"{g.name}.fp[{j}]"))
-        es.append(Entry(out(actor(nxt)), inp(keep(z)), Op.act(mb, conv.cout, hwo, hwo, Mode.RELU_FP), f"{g.name}.relu[{j}]"))
+        es.append(
+            Entry(
+                out(keep(z)),
+                inp(keep(x), w_use),
+                _conv_op(conv, mb, conv.cout, Mode.FP),
+                f"{g.name}.fp[{j}]",
+            )
+        )
+        es.append(
+            Entry(
+                out(actor(nxt)),
+                inp(keep(z)),
+                Op.act(mb, conv.cout, hwo, hwo, Mode.RELU_FP),
+                f"{g.name}.relu[{j}]",
+            )
+        )
     for j in range(m):
         x, z, dz, dw = 1 + 4 * j, 2 + 4 * j, 3 + 4 * j, 4 + 4 * j
-        es.append(Entry(out(keep(dz)), inp(actor(nxt), release(z)), Op.act(mb, conv.cout, hwo, hwo, Mode.RELU_BP), f"{g.name}.relu_bp[{j}]"))
+        es.append(
+            Entry(
+                out(keep(dz)),
+                inp(actor(nxt), release(z)),
+                Op.act(mb, conv.cout, hwo, hwo, Mode.RELU_BP),
+                f"{g.name}.relu_bp[{j}]",
+            )
+        )
         if not first:
             w_use = release(0) if j == m - 1 else keep(0)
-            es.append(Entry(out(actor(prev)), inp(keep(dz), w_use), _conv_op(conv, mb, conv.cout, Mode.BP), f"{g.name}.bp[{j}]"))
+            es.append(
+                Entry(
+                    out(actor(prev)),
+                    inp(keep(dz), w_use),
+                    _conv_op(conv, mb, conv.cout, Mode.BP),
+                    f"{g.name}.bp[{j}]",
+                )
+            )
         dest = out(HOST) if m == 1 else out(keep(dw))
-        es.append(Entry(dest, inp(release(x), release(dz)), _conv_op(conv, mb, conv.cout, Mode.DIVW), f"{g.name}.divw[{j}]"))
+        es.append(
+            Entry(
+                dest,
+                inp(release(x), release(dz)),
+                _conv_op(conv, mb, conv.cout, Mode.DIVW),
+                f"{g.name}.divw[{j}]",
+            )
+        )
     if m > 1:
-        es.append(Entry(out(HOST), inp(*(release(4 + 4 * j) for j in range(m))), Op.add(conv.cout, conv.cin, conv.k, conv.k), f"{g.name}.dw_sum"))
+        es.append(
+            Entry(
+                out(HOST),
+                inp(*(release(4 + 4 * j) for j in range(m))),
+                Op.add(conv.cout, conv.cin, conv.k, conv.k),
+                f"{g.name}.dw_sum",
+            )
+        )
     return ActorProgram(a, tuple(es), tuple(inputs), (f"divw{g.file_no}.txt",), g.name, g.name)
 
 
-def _pool_prog(pool: PoolLayer, g: _Group, last: _Group, nxt: int, batch: int, m: int) -> ActorProgram:
+def _pool_prog(
+    pool: PoolLayer, g: _Group, last: _Group, nxt: int, batch: int, m: int
+) -> ActorProgram:
     """One actor; with a spread last conv layer it joins (gather) and re-splits the batch."""
     a = g.actors[0]
 
@@ -162,9 +211,13 @@ def _pool_prog(pool: PoolLayer, g: _Group, last: _Group, nxt: int, batch: int, m
         mb = batch // m
         prev = actor(last.actors[0])
         for j in range(m):
-            es.append(Entry(out(actor(nxt)), inp(prev), pool_op(mb, Mode.AVE_FP), f"{g.name}.fp[{j}]"))
+            es.append(
+                Entry(out(actor(nxt)), inp(prev), pool_op(mb, Mode.AVE_FP), f"{g.name}.fp[{j}]")
+            )
         for j in range(m):
-            es.append(Entry(out(prev), inp(actor(nxt)), pool_op(mb, Mode.AVE_BP), f"{g.name}.bp[{j}]"))
+            es.append(
+                Entry(out(prev), inp(actor(nxt)), pool_op(mb, Mode.AVE_BP), f"{g.name}.bp[{j}]")
+            )
     else:
         by_batch = last.par is Par.DATA
         gather = InMode.GATHER1 if by_batch else InMode.GATHER2
@@ -189,16 +242,46 @@ def _fc_prog(cnn: Cnn, g: _Group, prev: int, nxt: int, m: int) -> ActorProgram:
     for j in range(m):
         x = 1 + 3 * j
         es.append(Entry(out(keep(x)), inp(actor(prev)), Op.store(mb, c, h, w), f"{g.name}.x[{j}]"))
-        es.append(Entry(out(actor(nxt)), inp(keep(x), keep(0)), Op.fc(mb, fc.m, fc.n, Mode.FP), f"{g.name}.fp[{j}]"))
+        es.append(
+            Entry(
+                out(actor(nxt)),
+                inp(keep(x), keep(0)),
+                Op.fc(mb, fc.m, fc.n, Mode.FP),
+                f"{g.name}.fp[{j}]",
+            )
+        )
     for j in range(m):
         x, dy, dw = 1 + 3 * j, 2 + 3 * j, 3 + 3 * j
-        es.append(Entry(out(keep(dy)), inp(actor(nxt)), Op.store(mb, 1, 1, fc.n), f"{g.name}.dy[{j}]"))
+        es.append(
+            Entry(out(keep(dy)), inp(actor(nxt)), Op.store(mb, 1, 1, fc.n), f"{g.name}.dy[{j}]")
+        )
         w_use = release(0) if j == m - 1 else keep(0)
-        es.append(Entry(out(actor(prev)), inp(keep(dy), w_use), Op.fc(mb, fc.m, fc.n, Mode.BP), f"{g.name}.bp[{j}]"))
+        es.append(
+            Entry(
+                out(actor(prev)),
+                inp(keep(dy), w_use),
+                Op.fc(mb, fc.m, fc.n, Mode.BP),
+                f"{g.name}.bp[{j}]",
+            )
+        )
         dest = out(HOST) if m == 1 else out(keep(dw))
-        es.append(Entry(dest, inp(release(x), release(dy)), Op.fc(mb, fc.m, fc.n, Mode.DIVW), f"{g.name}.divw[{j}]"))
+        es.append(
+            Entry(
+                dest,
+                inp(release(x), release(dy)),
+                Op.fc(mb, fc.m, fc.n, Mode.DIVW),
+                f"{g.name}.divw[{j}]",
+            )
+        )
     if m > 1:
-        es.append(Entry(out(HOST), inp(*(release(3 + 3 * j) for j in range(m))), Op.add(1, 1, fc.m, fc.n), f"{g.name}.dw_sum"))
+        es.append(
+            Entry(
+                out(HOST),
+                inp(*(release(3 + 3 * j) for j in range(m))),
+                Op.add(1, 1, fc.m, fc.n),
+                f"{g.name}.dw_sum",
+            )
+        )
     inputs = (HostTransfer(f"weight{g.file_no}.txt", fc.weight_floats),)
     return ActorProgram(a, tuple(es), inputs, (f"divw{g.file_no}.txt",), g.name, g.name)
 
@@ -216,9 +299,20 @@ def _loss_prog(cnn: Cnn, g: _Group, prev: int, m: int) -> ActorProgram:
         inputs = (HostTransfer("label.txt", mb * n),)
     else:
         # every logit is collected before any gradient goes back (hazard (a), §6.3)
-        es = [Entry(out(keep(j)), inp(HOST), Op.store(mb, 1, 1, n), f"{g.name}.labels[{j}]") for j in range(m)]
-        es += [Entry(out(keep(m + j)), inp(src, release(j)), Op.loss(mb, 1, 1, n), f"{g.name}.loss[{j}]") for j in range(m)]
-        es += [Entry(out(src), inp(release(m + j)), Op.load(mb, 1, 1, n), f"{g.name}.dy[{j}]") for j in range(m)]
+        es = [
+            Entry(out(keep(j)), inp(HOST), Op.store(mb, 1, 1, n), f"{g.name}.labels[{j}]")
+            for j in range(m)
+        ]
+        es += [
+            Entry(
+                out(keep(m + j)), inp(src, release(j)), Op.loss(mb, 1, 1, n), f"{g.name}.loss[{j}]"
+            )
+            for j in range(m)
+        ]
+        es += [
+            Entry(out(src), inp(release(m + j)), Op.load(mb, 1, 1, n), f"{g.name}.dy[{j}]")
+            for j in range(m)
+        ]
         inputs = tuple(HostTransfer(f"label_{j + 1}.txt", mb * n) for j in range(m))
     return ActorProgram(a, tuple(es), inputs, (), g.name, g.name)
 
@@ -226,9 +320,7 @@ def _loss_prog(cnn: Cnn, g: _Group, prev: int, m: int) -> ActorProgram:
 # -- per-layer data / tensor parallel conv layers ---------------------------------------
 
 
-def _conv_spread(
-    cnn: Cnn, lay: _Layout, li: int, r: int, authors_slip: bool
-) -> ActorProgram:
+def _conv_spread(cnn: Cnn, lay: _Layout, li: int, r: int, authors_slip: bool) -> ActorProgram:
     """Replica / part ``r`` of conv layer ``li`` (§3.8, generalised to any neighbours)."""
     conv = cnn.convs[li]
     g = lay.convs[li]
@@ -259,7 +351,14 @@ def _conv_spread(
         es.append(Entry(out(keep(1)), inp(actor(prev.actors[r])), Op.store(*x_shape), f"{tag}.x"))
     else:  # gather the batch (from replicas) or the channels (from parts)
         mode = InMode.GATHER1 if prev.par is Par.DATA else InMode.GATHER2
-        es.append(Entry(out(keep(1)), inp(*(actor(i) for i in prev.actors), mode=mode), Op.store(*x_shape), f"{tag}.x"))
+        es.append(
+            Entry(
+                out(keep(1)),
+                inp(*(actor(i) for i in prev.actors), mode=mode),
+                Op.store(*x_shape),
+                f"{tag}.x",
+            )
+        )
 
     w_fp = release(0) if first else keep(0)
     es.append(Entry(out(keep(2)), inp(keep(1), w_fp), _conv_op(conv, b, co, Mode.FP), f"{tag}.fp"))
@@ -278,30 +377,71 @@ def _conv_spread(
     # backward input: the gradient of this layer's output
     y_shape = (b, co, hwo, hwo)
     if nxt_conv is None:
-        es.append(Entry(out(keep(3)), inp(actor(joiner.actors[0]), release(2)), Op.act(*y_shape, Mode.RELU_BP), f"{tag}.relu_bp"))
+        es.append(
+            Entry(
+                out(keep(3)),
+                inp(actor(joiner.actors[0]), release(2)),
+                Op.act(*y_shape, Mode.RELU_BP),
+                f"{tag}.relu_bp",
+            )
+        )
         dz = 3
     elif nxt_conv.par is Par.DATA and data:
-        es.append(Entry(out(keep(3)), inp(actor(nxt_conv.actors[r]), release(2)), Op.act(*y_shape, Mode.RELU_BP), f"{tag}.relu_bp"))
+        es.append(
+            Entry(
+                out(keep(3)),
+                inp(actor(nxt_conv.actors[r]), release(2)),
+                Op.act(*y_shape, Mode.RELU_BP),
+                f"{tag}.relu_bp",
+            )
+        )
         dz = 3
     else:
         peers = [actor(i) for i in nxt_conv.actors]
         if nxt_conv.par is Par.TENSOR:  # partial sums over the next layer's parts
             es.append(Entry(out(keep(3)), inp(*peers), Op.add(*y_shape), f"{tag}.dy_sum"))
         else:  # disjoint sample slices from the next layer's replicas
-            es.append(Entry(out(keep(3)), inp(*peers, mode=InMode.GATHER1), Op.store(*y_shape), f"{tag}.dy"))
-        es.append(Entry(out(keep(4)), inp(release(3), release(2)), Op.act(*y_shape, Mode.RELU_BP), f"{tag}.relu_bp"))
+            es.append(
+                Entry(
+                    out(keep(3)), inp(*peers, mode=InMode.GATHER1), Op.store(*y_shape), f"{tag}.dy"
+                )
+            )
+        es.append(
+            Entry(
+                out(keep(4)),
+                inp(release(3), release(2)),
+                Op.act(*y_shape, Mode.RELU_BP),
+                f"{tag}.relu_bp",
+            )
+        )
         dz = 4
     free = dz + 1
 
     # backward output: the input gradient, to the previous layer
     if prev is not None:
         if prev.par is Par.DATA and data:
-            es.append(Entry(out(actor(prev.actors[r])), inp(keep(dz), release(0)), _conv_op(conv, b, co, Mode.BP), f"{tag}.bp"))
+            es.append(
+                Entry(
+                    out(actor(prev.actors[r])),
+                    inp(keep(dz), release(0)),
+                    _conv_op(conv, b, co, Mode.BP),
+                    f"{tag}.bp",
+                )
+            )
         else:  # stored, then split by samples (to replicas) or channels (to parts)
-            es.append(Entry(out(keep(free)), inp(keep(dz), release(0)), _conv_op(conv, b, co, Mode.BP), f"{tag}.bp"))
+            es.append(
+                Entry(
+                    out(keep(free)),
+                    inp(keep(dz), release(0)),
+                    _conv_op(conv, b, co, Mode.BP),
+                    f"{tag}.bp",
+                )
+            )
             split = OutMode.SPLIT1 if prev.par is Par.DATA else OutMode.SPLIT2
             peers = [actor(i) for i in prev.actors]
-            es.append(Entry(out(*peers, mode=split), inp(release(free)), Op.load(*x_shape), f"{tag}.dx"))
+            es.append(
+                Entry(out(*peers, mode=split), inp(release(free)), Op.load(*x_shape), f"{tag}.dx")
+            )
 
     # weight gradient
     outputs: tuple[str, ...] = ()
@@ -316,7 +456,14 @@ def _conv_spread(
     elif r == 0:  # the root replica adds everyone's gradient
         es.append(Entry(out(keep(free)), inp(release(1), release(dz)), divw, f"{tag}.divw"))
         others = [actor(i) for i in g.actors[1:]]
-        es.append(Entry(out(HOST), inp(release(free), *others), Op.add(conv.cout, conv.cin, conv.k, conv.k), f"{tag}.dw_sum"))
+        es.append(
+            Entry(
+                out(HOST),
+                inp(release(free), *others),
+                Op.add(conv.cout, conv.cin, conv.k, conv.k),
+                f"{tag}.dw_sum",
+            )
+        )
         outputs = (f"divw{g.file_no}.txt",)
     else:
         es.append(Entry(out(actor(g.actors[0])), inp(release(1), release(dz)), divw, f"{tag}.divw"))
@@ -383,7 +530,9 @@ def generate_experiment(
             nxt = lay.convs[li + 1].actors[0] if li + 1 < n_conv else joiner.actors[0]
             programs.append(_conv_pipe(cnn.convs[li], g, prev, nxt, li == 0, cnn.batch, m))
     if lay.pool is not None and cnn.pool is not None:
-        programs.append(_pool_prog(cnn.pool, lay.pool, lay.convs[-1], lay.fc.actors[0], cnn.batch, m))
+        programs.append(
+            _pool_prog(cnn.pool, lay.pool, lay.convs[-1], lay.fc.actors[0], cnn.batch, m)
+        )
     fc_prev = lay.pool.actors[0] if lay.pool is not None else lay.convs[-1].actors[0]
     programs.append(_fc_prog(cnn, lay.fc, fc_prev, lay.loss.actors[0], m))
     programs.append(_loss_prog(cnn, lay.loss, lay.fc.actors[0], m))
@@ -398,7 +547,8 @@ def generate_experiment(
     if hazard_guard:
         notes.append("hazard_guard: mid-program STOREs/LOADs replaced by 1-operand ADDs (§6.3 b)")
     exp = Experiment(
-        name or f"{plan.short_name}{'-slip' if authors_slip else ''}{'-guard' if hazard_guard else ''}",
+        name
+        or f"{plan.short_name}{'-slip' if authors_slip else ''}{'-guard' if hazard_guard else ''}",
         tuple(programs),
         mem_ports,
         tuple(notes),

@@ -9,6 +9,7 @@ waferflow IR graph (its forward ops).
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 from waferflow.errors import PlanError
@@ -135,7 +136,7 @@ def _check_chain(cnn: Cnn) -> None:
             f"got {names}"
         )
     convs = [x for x in cnn.layers if isinstance(x, ConvLayer)]
-    for a, b in zip(convs, convs[1:], strict=False):
+    for a, b in itertools.pairwise(convs):
         if b.cin != a.cout or b.hw_in != a.hw_out:
             raise PlanError(
                 f"conv layers do not chain: {a.cout}x{a.hw_out}x{a.hw_out} out, "
@@ -186,7 +187,9 @@ def _pair(op: Op, key: str, default: int) -> int:
         return default
     if isinstance(value, tuple):
         if len(set(value)) != 1:
-            raise PlanError(f"{op.kind.value} {key}={list(value)} is not square; the seed needs k x k")
+            raise PlanError(
+                f"{op.kind.value} {key}={list(value)} is not square; the seed needs k x k"
+            )
         value = value[0]
     if not isinstance(value, int):
         raise PlanError(f"{op.kind.value} {key}={value!r} is not an integer")

@@ -31,246 +31,38 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
-from enum import IntEnum
 
+from waferflow.backend_amcoda.host import HostThread, host_records
 from waferflow.backend_amcoda.program import (
     MEMORY_BLOCKS,
     RESERVATION_ENTRIES,
     ActorProgram,
     AluOp,
-    Entry,
     Experiment,
     OperandKind,
     OutMode,
     blocks,
 )
+from waferflow.backend_amcoda.sim_state import (
+    ALLOC_RETRY,
+    BUILD_CYCLES,
+    CS,
+    HOST_HEADER_CYCLE,
+    OS,
+    PS,
+    Build,
+    Cte,
+    Ev,
+    Links,
+    Pte,
+    Rte,
+    Stream,
+    Train,
+    next_pulse_seen,
+)
 from waferflow.errors import PlanError
 
-REQ_PERIOD = 5  # a waiting producer writes req, then 0 for 4 cycles (req_ack_max_cycle = 5)
-HOST_HEADER_CYCLE = 20  # the host writes the ins_init header in cycle 20 (210 ns in the logs)
-BUILD_CYCLES = 5
-ALLOC_RETRY = 3
-
-
-class Ev(IntEnum):
-    """Event kinds; each is one time-stamped line of the authors' actor log."""
-
-    INIT = 0
-    START = 1
-    BUILT = 2
-    RECV_REQ = 3
-    ACK = 4
-    RECV_START = 5
-    RECV_END = 6
-    ERASED = 7
-    ALU_START = 8
-    ALU_END = 9
-    CONSUMER_ACK = 10
-    SEND_START = 11
-    SEND_END = 12
-    MEM = 13
-    LOADED = 14
-
-
-class PS(IntEnum):
-    """Producer (input operand) states."""
-
-    IDLE = 0
-    RECEIVED_REQ = 1
-    SENT_ACK = 2
-    RECEIVING = 3
-    READY = 4  # data present (or a slot)
-    FINISH = 5
-
-
-class OS(IntEnum):
-    """Entry output states."""
-
-    IDLE = 0
-    WAIT_PRODUCE = 1
-    PRODUCING = 2
-    SENDING = 4
-    FINISH = 5
-
-
-class CS(IntEnum):
-    """Consumer states of the head entry."""
-
-    WAIT_REQ = 0
-    WAIT_ACK = 1
-    WAIT_SEND = 2
-    SENDING = 3
-    FINISH = 4
-
-
-@dataclass(slots=True)
-class Pte:
-    src: int  # peer index (0 = host), or -1 for a slot operand
-    slot: int
-    release: bool
-    size: int
-    state: PS
-    buf: int = -1  # first block of the operand's buffer (allocated, or the slot's)
-    recv_end: int = 0
-
-    @property
-    def freed_by_alu(self) -> bool:
-        """Actor operands' buffers and released slots are freed when the ALU op ends."""
-        return self.buf >= 0 and (self.src >= 0 or self.release)
-
-
-@dataclass(slots=True)
-class Cte:
-    dst: int
-    state: CS = CS.WAIT_REQ
-
-
-@dataclass(slots=True)
-class Stream:
-    consumers: list[Cte]
-    start: int  # cycle the header is written
-    end: int  # cycle the port frees (start + P + 1)
-
-
-@dataclass(slots=True)
-class Rte:
-    index: int
-    entry: Entry
-    producers: list[Pte]
-    consumers: list[Cte]
-    out_state: OS = OS.IDLE
-    out_buf: int = -1
-    out_temp: bool = False  # result buffer freed after the last send
-    packages: int = 0
-
-
-@dataclass(slots=True)
-class Build:
-    begin: int
-    try_at: int
-    ready_at: int = -1
-    failed_version: int = -1
-
-
-@dataclass(slots=True)
-class Train:
-    """A producer's req pulses on one link: written at p0, p0 + 5, ... while <= stop."""
-
-    p0: int
-    stop: int = 1 << 62
-
-
-def _next_pulse_seen(train: Train, t: int) -> int | None:
-    """First cycle >= t in which a pulse of ``train`` is visible (written the cycle before)."""
-    w = max(t - 1, train.p0)
-    k = -(-(w - train.p0) // REQ_PERIOD)
-    w = train.p0 + k * REQ_PERIOD
-    return w + 1 if w <= train.stop else None
-
-
-class Links:
-    """What crosses the links, as write times: reads in cycle t see writes before t."""
-
-    def __init__(self) -> None:
-        self.trains: dict[tuple[int, int], Train] = {}
-        self.headers: dict[tuple[int, int], tuple[int, int]] = {}  # (cycle, packages)
-        self.acks: dict[tuple[int, int], int] = {}
-
-    def req_seen(self, src: int, dst: int, t: int) -> bool:
-        tr = self.trains.get((src, dst))
-        return tr is not None and tr.p0 <= t - 1 <= tr.stop and (t - 1 - tr.p0) % REQ_PERIOD == 0
-
-    def header_seen(self, src: int, dst: int, t: int) -> int | None:
-        h = self.headers.get((src, dst))
-        return h[1] if h is not None and h[0] == t - 1 else None
-
-    def ack_seen(self, src: int, dst: int, t: int) -> bool:
-        return self.acks.get((src, dst)) == t - 1
-
-
-class HostThread:
-    """The host thread of one actor: its records in order (§2.4)."""
-
-    def __init__(self, m: Machine, prog: ActorProgram, records: list[tuple[str, int]]) -> None:
-        self.m = m
-        self.aid = prog.actor
-        self.records = records  # ("in", packages) | ("out", 0)
-        self.pos = 0
-        self.rec_start = 0
-        self.req_from = -1  # held req: written at req_from, visible until header_at
-        self.header_at = -1
-        self.packages = 0
-        self.ack_at = -1  # ack to the actor's req, visible until ack_until
-        self.ack_until = -1
-        self.phase = "idle"
-        self.done_at = -1
-
-    # views for the actor
-    def req_seen(self, t: int) -> bool:
-        return self.phase == "req" and self.req_from <= t - 1
-
-    def next_req_seen(self, t: int) -> int | None:
-        return max(t, self.req_from + 1) if self.phase == "req" else None
-
-    def header_seen(self, t: int) -> int | None:
-        return self.packages if self.header_at == t - 1 else None
-
-    def ack_seen(self, t: int) -> bool:
-        """The ack stays on the link until the next record's loop-top write of 0."""
-        return 0 <= self.ack_at <= t - 1 and (self.ack_until < 0 or t <= self.ack_until)
-
-    def begin_record(self, t: int) -> None:
-        """Start the record at ``pos`` in cycle ``t`` (its loop-top write of 0 is at t)."""
-        if self.ack_at >= 0 and self.ack_until < 0:
-            self.ack_until = t  # the 0 written at t replaces the ack from t+1
-        self.rec_start = t
-        if self.pos >= len(self.records):
-            self.phase, self.done_at = "done", t
-            return
-        kind, pk = self.records[self.pos]
-        if kind == "in":
-            self.phase, self.req_from, self.packages = "req", t, pk
-            self.m.wake(self.aid, t + 1)
-        else:
-            self.phase = "collect"
-            self.m.wake(-self.aid, t)
-
-    def step(self, t: int) -> list[int]:
-        """Advance in cycle t; return future cycles to be stepped in."""
-        links = self.m.links
-        if self.phase == "req":
-            if links.ack_seen(self.aid, 0, t):
-                self.header_at = t  # trans_data header written in the cycle the ack is seen
-                self.phase = "data"
-                self.m.wake(self.aid, t + 1)
-                self.pos += 1
-                return [t + self.packages + 1]
-            return []
-        if self.phase == "data":
-            if t == self.header_at + self.packages + 1:
-                self.begin_record(t)
-                return [t + 1] if self.phase != "done" else []
-            return [self.header_at + self.packages + 1]
-        if self.phase == "collect":
-            if links.req_seen(self.aid, 0, t):
-                self.ack_at, self.ack_until = t, -1
-                self.phase = "collect_hdr"
-                self.m.wake(self.aid, t + 1)
-                return []
-            tr = links.trains.get((self.aid, 0))
-            nxt = _next_pulse_seen(tr, t + 1) if tr is not None else None
-            return [nxt] if nxt is not None else []
-        if self.phase == "collect_hdr":
-            p = links.header_seen(self.aid, 0, t)
-            if p is not None:
-                self.phase = "collect_data"
-                self.pos += 1
-                return [t + p + 1]
-            return []
-        if self.phase == "collect_data":
-            self.begin_record(t)
-            return [t + 1] if self.phase != "done" else []
-        return []
+__all__ = ["Ev", "Machine", "MachineRun"]
 
 
 class Actor:
@@ -292,6 +84,7 @@ class Actor:
         self.alu_entry = -1
         self.next_build = 0
         self.build: Build | None = None
+        self._pending_bufs: list[int] = []  # buffers allocated for the entry being built
         self.slots: dict[int, int] = {}  # valid slot -> first block
         self.blocks = [0] * MEMORY_BLOCKS  # 0 free; else owner's run length at its start, -1 inside
         self.used = 0
@@ -430,7 +223,9 @@ class Actor:
                     take = take[:1]
                 s = Stream(take, t + 1, t + 2 + head.packages)
                 self.ports_out[i] = s
-                self.streams.append((t + 1, s.end, head.index, tuple(c.dst for c in take), head.packages))
+                self.streams.append(
+                    (t + 1, s.end, head.index, tuple(c.dst for c in take), head.packages)
+                )
                 for c in take:
                     c.state = CS.SENDING
                     m.links.headers[(self.aid, c.dst)] = (t + 1, head.packages)
@@ -585,7 +380,9 @@ class Actor:
                 producers.append(Pte(o.peer, -1, False, e.input_operand_size(pos), PS.IDLE, buf))
             else:
                 if o.index not in self.slots:
-                    raise PlanError(f"actor {self.aid} e{idx} reads slot s{o.index}, which is invalid")
+                    raise PlanError(
+                        f"actor {self.aid} e{idx} reads slot s{o.index}, which is invalid"
+                    )
                 rel = o.kind is OperandKind.RELEASE
                 producers.append(Pte(-1, o.index, rel, 0, PS.READY, self.slots[o.index]))
         rte = Rte(idx, e, producers, [Cte(c) for c in e.out.consumers], packages=e.out_packages)
@@ -603,7 +400,9 @@ class Actor:
         if e.op.alu is not AluOp.LOAD:
             if keep_slot is not None:
                 if keep_slot in self.slots:
-                    raise PlanError(f"actor {self.aid} e{idx} writes slot s{keep_slot}, still valid")
+                    raise PlanError(
+                        f"actor {self.aid} e{idx} writes slot s{keep_slot}, still valid"
+                    )
                 self.slots[keep_slot] = rte.out_buf
             else:
                 rte.out_temp = True
@@ -652,8 +451,6 @@ class Actor:
         self._ev(t, Ev.MEM)
         return True
 
-    _pending_bufs: list[int]
-
     def timers(self, t: int) -> list[int]:
         """Future cycles in which this actor must be stepped even if nothing reaches it."""
         out: list[int] = []
@@ -682,7 +479,7 @@ class Actor:
                     nxt = self.m.hosts[self.aid].next_req_seen(t + 1)
                 else:
                     tr = self.m.links.trains.get((p.src, self.aid))
-                    nxt = _next_pulse_seen(tr, t + 1) if tr is not None else None
+                    nxt = next_pulse_seen(tr, t + 1) if tr is not None else None
                 if nxt is not None:
                     out.append(nxt)
         return out
@@ -708,9 +505,16 @@ class Machine:
     """The whole seed machine running one experiment."""
 
     def __init__(
-        self, exp: Experiment, max_cycles: int = 10**9, emulate_lost_completions: bool = False
+        self,
+        exp: Experiment,
+        max_cycles: int = 10**9,
+        emulate_lost_completions: bool = False,
+        dense_until: int = 0,
     ) -> None:
         self.exp = exp
+        # step every actor and host in every cycle up to dense_until (a check that
+        # skipping idle cycles never misses a change; slow, for small experiments)
+        self.dense_until = dense_until
         self.emulate_lost_completions = emulate_lost_completions
         self.hazards: list[str] = []
         self.ports = exp.mem_ports
@@ -724,7 +528,7 @@ class Machine:
             n = prog.instruction_lines
             start = HOST_HEADER_CYCLE + n + 3
             self.actors[prog.actor] = Actor(self, prog, start)
-            self.hosts[prog.actor] = HostThread(self, prog, _host_records(prog))
+            self.hosts[prog.actor] = HostThread(self, prog, host_records(prog))
             self.hosts[prog.actor].pos = 0
             self.wake(-prog.actor, start)
             self.wake(prog.actor, start + 1)
@@ -738,9 +542,16 @@ class Machine:
 
     def run(self) -> MachineRun:
         started: set[int] = set()
+        dense_done = 0
         while self._heap:
             t, who = heapq.heappop(self._heap)
             self._queued.discard((t, who))
+            if t < self.dense_until and t >= dense_done:
+                dense_done = t + 1
+                for i in self.actors:
+                    self.wake(i, t + 1)
+                    if i in started:
+                        self.wake(-i, t + 1)
             if t > self.max_cycles:
                 raise PlanError(f"experiment {self.exp.name} ran past {self.max_cycles} cycles")
             if who < 0:
@@ -785,19 +596,6 @@ class Machine:
         return stuck
 
 
-def _host_records(prog: ActorProgram) -> list[tuple[str, int]]:
-    """The host script's transfers in program order (§2.5): inputs and outputs interleaved."""
-    recs: list[tuple[str, int]] = []
-    ins = iter(prog.host_inputs)
-    for e in prog.entries:
-        for o in e.inp.operands:
-            if o.kind is OperandKind.HOST:
-                recs.append(("in", next(ins).packages))
-        if 0 in e.out.consumers:
-            recs.append(("out", 0))
-    return recs
-
-
 def _describe_stuck(a: Actor, h: HostThread) -> str:
     parts = [f"actor {a.aid}: built {a.next_build}/{len(a.prog.entries)}"]
     if a.build is not None and a.build.ready_at < 0:
@@ -812,7 +610,7 @@ def _describe_stuck(a: Actor, h: HostThread) -> str:
             e = a.rt[a.producer_pt]
             srcs = [p.src for p in e.producers if p.state < PS.READY]
             parts.append(f"filling e{e.index} from {srcs}")
-    elif a.used:
+    elif a.used and a.next_build == len(a.prog.entries):
         parts.append(f"{a.used} memory blocks never freed")
     if h.phase != "done":
         parts.append(f"host at record {h.pos} ({h.phase})")

@@ -207,9 +207,7 @@ class Op:
 
     # -- constructors ---------------------------------------------------------------
     @staticmethod
-    def conv(
-        b: int, cin: int, hw: int, k: int, cout: int, stride: int, pad: int, mode: Mode
-    ) -> Op:
+    def conv(b: int, cin: int, hw: int, k: int, cout: int, stride: int, pad: int, mode: Mode) -> Op:
         return Op(AluOp.CONV, mode, (b, cin, hw, k, cout, stride, pad, 0))
 
     @staticmethod
@@ -325,9 +323,7 @@ class Op:
                 return p[0] * p[1] * self.hw_out**2
             return p[0] * p[1] * p[2] * p[2]
         if a is AluOp.FC:
-            return {Mode.FP: p[0] * p[2], Mode.BP: p[0] * p[1], Mode.DIVW: p[1] * p[2]}[
-                self.mode
-            ]
+            return {Mode.FP: p[0] * p[2], Mode.BP: p[0] * p[1], Mode.DIVW: p[1] * p[2]}[self.mode]
         raise AssertionError(a)
 
     @property
@@ -363,10 +359,7 @@ class Op:
         if not self.uses_alu:
             return 0
         read = max(self.input_size(i) for i in range(self.n_inputs))
-        if self.alu is AluOp.MUL:
-            compute = self.macs
-        else:
-            compute = self.macs // MACS_PER_CYCLE
+        compute = self.macs if self.alu is AluOp.MUL else self.macs // MACS_PER_CYCLE
         return packages(read) + compute + packages(self.output_size) + 2
 
     def __str__(self) -> str:

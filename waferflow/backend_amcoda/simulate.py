@@ -165,19 +165,29 @@ class AmcodaResult:
                                "args": {"name": name}})  # fmt: skip
         for e in self.entries:
             if e.alu_start_ns >= 0 and e.alu_end_ns >= 0:
-                events.append(_span(e.label or e.op, e.actor, 0, e.alu_start_ns, e.alu_end_ns, "alu"))
+                events.append(
+                    _span(e.label or e.op, e.actor, 0, e.alu_start_ns, e.alu_end_ns, "alu")
+                )
         for t in self.transfers:
             label = self.entries_of(t.src)[t.entry].label or f"e{t.entry}"
             dst = ",".join("host" if d == 0 else f"A{d}" for d in t.dsts)
             events.append(
-                _span(f"{label} -> {dst}", t.src, 2, t.start_ns, t.end_ns, "send",
-                      packages=t.packages)  # fmt: skip
+                _span(
+                    f"{label} -> {dst}", t.src, 2, t.start_ns, t.end_ns, "send", packages=t.packages
+                )
             )
             for d in t.dsts:
                 if d:
                     events.append(
-                        _span(f"{label} from A{t.src}", d, 1, t.start_ns + CLOCK_NS, t.end_ns,
-                              "recv", packages=t.packages)  # fmt: skip
+                        _span(
+                            f"{label} from A{t.src}",
+                            d,
+                            1,
+                            t.start_ns + CLOCK_NS,
+                            t.end_ns,
+                            "recv",
+                            packages=t.packages,
+                        )
                     )
         for i, trace in self.memory.items():
             for ns, used in trace:
@@ -191,7 +201,9 @@ class AmcodaResult:
         return [e for e in self.entries if e.actor == actor_id]
 
 
-def _span(name: str, pid: int, tid: int, a: int, b: int, cat: str, **args: object) -> dict[str, object]:
+def _span(
+    name: str, pid: int, tid: int, a: int, b: int, cat: str, **args: object
+) -> dict[str, object]:
     return {"ph": "X", "name": name, "cat": cat, "pid": pid, "tid": tid,
             "ts": a / 1000, "dur": (b - a) / 1000, "args": args}  # fmt: skip
 

@@ -172,7 +172,7 @@ def _check_edges(exp: Experiment) -> None:
                 raise PlanError(
                     f"actor {src} e{si} sends {ss} values to actor {dst} e{ri}, which expects {rs}"
                 )
-    for (src, dst), sent in sends.items():
+    for src, dst in sends:
         if dst != 0 and (src, dst) not in recvs:
             raise PlanError(f"actor {src} sends to actor {dst}, which never receives from it")
 
@@ -233,7 +233,7 @@ def hazard_b_sites(exp: Experiment) -> list[tuple[int, int]]:
     sites = []
     for p in exp.programs:
         alu = [e.op.uses_alu for e in p.entries]
-        for i, e in enumerate(p.entries):
+        for i, _e in enumerate(p.entries):
             if not alu[i] and any(alu[:i]) and any(alu[i + 1 :]):
                 sites.append((p.actor, i))
     return sites

@@ -31,7 +31,11 @@ def _start(problem: AssignProblem) -> tuple[tuple[int, ...], str]:
     """The cheapest valid baseline: greedy, snake or row-major."""
     options: list[tuple[float, int, tuple[int, ...], str]] = []
     for i, (name, fn) in enumerate(
-        (("greedy", lambda p: greedy_cores(p)), ("snake", lambda p: snake(p).core_of_actor), ("row-major", lambda p: row_major(p).core_of_actor))
+        (
+            ("greedy", lambda p: greedy_cores(p)),
+            ("snake", lambda p: snake(p).core_of_actor),
+            ("row-major", lambda p: row_major(p).core_of_actor),
+        )
     ):
         try:
             cores = fn(problem)
@@ -44,7 +48,7 @@ def _start(problem: AssignProblem) -> tuple[tuple[int, ...], str]:
             f"no baseline could place the {problem.n_actors} actors (memory or regions too tight); "
             "enlarge the regions or raise max_actors_per_core"
         )
-    cost, _, cores, name = min(options)
+    _cost, _, cores, name = min(options)
     return cores, name
 
 
@@ -79,7 +83,9 @@ def solve_assignment(problem: AssignProblem, options: SolveOptions | None = None
         wall_hit |= run.hit_wall_cap
         techniques += ["cp-sat:direct", *am.techniques]
         if run.status == "INFEASIBLE":
-            raise PlanError("no assignment exists: the regions, memory or per-core limits cannot all be met")
+            raise PlanError(
+                "no assignment exists: the regions, memory or per-core limits cannot all be met"
+            )
         if run.has_solution:
             sol = am.solution(run.solver)
             cand_cores = tuple(sol[a] for a in range(problem.n_actors))
@@ -91,8 +97,13 @@ def solve_assignment(problem: AssignProblem, options: SolveOptions | None = None
         if opts.export_model is not None:
             # the full model, hinted with the start, for reproduction outside waferflow
             cand = {a: list(problem.cores_for(a)) for a in range(problem.n_actors)}
-            export(build_assign_model(problem, list(range(problem.n_actors)), cand, start).model, opts.export_model)
-        best, used, rounds, better = improve_assignment(problem, start, opts.time_limit, opts, wall_left, bound)
+            export(
+                build_assign_model(problem, list(range(problem.n_actors)), cand, start).model,
+                opts.export_model,
+            )
+        best, used, rounds, better = improve_assignment(
+            problem, start, opts.time_limit, opts, wall_left, bound
+        )
         techniques.append(f"lns:assignment(rounds={rounds},improved={better})")
     bad = assignment_violations(problem, best)
     if bad:

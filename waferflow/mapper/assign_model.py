@@ -70,7 +70,9 @@ class GridSymmetry:
             g.rows == g.cols and {(c, r) for r, c in d} == d,
         )
 
-    def canonical(self, problem: AssignProblem, anchor: int, cores: tuple[int, ...]) -> tuple[int, ...]:
+    def canonical(
+        self, problem: AssignProblem, anchor: int, cores: tuple[int, ...]
+    ) -> tuple[int, ...]:
         g = problem.grid
         rc = [divmod(c, g.cols) for c in cores]
         ar, ac = rc[anchor]

@@ -43,7 +43,9 @@ def proportional_widths(total: int, shares: list[float]) -> list[int]:
     """Integer widths >= 1 summing to ``total``, proportional to ``shares`` (largest remainder)."""
     n = len(shares)
     if n > total:
-        raise PlanError(f"{n} strips do not fit in {total} columns; use a wider grid or fewer groups")
+        raise PlanError(
+            f"{n} strips do not fit in {total} columns; use a wider grid or fewer groups"
+        )
     s = float(sum(shares))
     raw = [total * x / s if s > 0 else total / n for x in shares]
     widths = [max(1, int(r)) for r in raw]
@@ -58,7 +60,9 @@ def proportional_widths(total: int, shares: list[float]) -> list[int]:
     return widths
 
 
-def _floorplan_result(problem: FloorplanProblem, rects: tuple[Rect, ...], name: str, t0: float) -> FloorplanResult:
+def _floorplan_result(
+    problem: FloorplanProblem, rects: tuple[Rect, ...], name: str, t0: float
+) -> FloorplanResult:
     cost = evaluate_floorplan(problem, rects)
     bound = floorplan_lower_bound(problem, cost.objective if cost.feasible else None)
     rep = SolveReport(
@@ -105,18 +109,26 @@ def _fill_in_order(problem: AssignProblem, order: list[int]) -> tuple[int, ...]:
     for a in range(problem.n_actors):
         for k in range(n):
             c = order[(p + k) % n]
-            if cap[c] > 0 and mem[c] >= problem.actor_mem[a] and (allowed is None or c in allowed[a]):
+            if (
+                cap[c] > 0
+                and mem[c] >= problem.actor_mem[a]
+                and (allowed is None or c in allowed[a])
+            ):
                 cap[c] -= 1
                 mem[c] -= problem.actor_mem[a]
                 out.append(c)
                 p = (p + k) % n
                 break
         else:
-            raise PlanError(f"no core left for actor {problem.actor_names[a]!r} (memory or region full)")
+            raise PlanError(
+                f"no core left for actor {problem.actor_names[a]!r} (memory or region full)"
+            )
     return tuple(out)
 
 
-def _assignment_result(problem: AssignProblem, cores: tuple[int, ...], name: str, t0: float) -> Assignment:
+def _assignment_result(
+    problem: AssignProblem, cores: tuple[int, ...], name: str, t0: float
+) -> Assignment:
     cost = assignment_cost(problem, cores)
     bound = assignment_lower_bound(problem)
     rep = SolveReport(
@@ -134,7 +146,9 @@ def _assignment_result(problem: AssignProblem, cores: tuple[int, ...], name: str
 
 def row_major(problem: AssignProblem) -> Assignment:
     t0 = time.perf_counter()
-    return _assignment_result(problem, _fill_in_order(problem, list(problem.grid.alive_cores)), "row-major", t0)
+    return _assignment_result(
+        problem, _fill_in_order(problem, list(problem.grid.alive_cores)), "row-major", t0
+    )
 
 
 def snake_order(rows: int, cols: int) -> list[int]:
@@ -192,7 +206,11 @@ def greedy_cores(problem: AssignProblem) -> tuple[int, ...]:
         else:
             anchor_r, anchor_c = rr[allowed[a]].mean(), cc[allowed[a]].mean()
         tie = np.abs(rr[cand] - anchor_r) + np.abs(cc[cand] - anchor_c)
-        best = cand[np.lexsort((cand, tie, cost))[0]]
+        # among equals, prefer a core with free neighbours: room for the partners to come
+        free = (cap > 0).reshape(grid.rows, grid.cols)
+        pad = np.pad(free, 1)
+        room = pad[:-2, 1:-1].astype(np.int64) + pad[2:, 1:-1] + pad[1:-1, :-2] + pad[1:-1, 2:]
+        best = cand[np.lexsort((cand, tie, -room.reshape(-1)[cand], cost))[0]]
         placed[a] = best
         cap[best] -= 1
         mem[best] -= problem.actor_mem[a]

@@ -75,7 +75,9 @@ def _needed_cores(problem: FloorplanProblem, t: float) -> np.ndarray:
     return np.maximum(need, np.array(problem.min_areas, dtype=np.float64)).astype(np.int64)
 
 
-def _fits(problem: FloorplanProblem, t: float, up: np.ndarray | None, amax: tuple[int, ...]) -> bool:
+def _fits(
+    problem: FloorplanProblem, t: float, up: np.ndarray | None, amax: tuple[int, ...]
+) -> bool:
     need = _needed_cores(problem, t)
     if (need > np.array(amax)).any():
         return False
@@ -191,9 +193,9 @@ def _can_share(problem: AssignProblem, a: int, b: int) -> bool:
         return False
     if problem.actor_mem[a] + problem.actor_mem[b] > problem.core_sram:
         return False
-    if problem.allowed is not None and not set(problem.allowed[a]) & set(problem.allowed[b]):
-        return False
-    return True
+    return not (
+        problem.allowed is not None and not set(problem.allowed[a]) & set(problem.allowed[b])
+    )
 
 
 def _region_distance(problem: AssignProblem, a: int, b: int) -> int:
@@ -250,4 +252,3 @@ def star_lower_bound(problem: AssignProblem) -> float:
 
 def assignment_lower_bound(problem: AssignProblem) -> float:
     return max(pair_lower_bound(problem), star_lower_bound(problem))
-

@@ -44,7 +44,14 @@ def evaluate_floorplan(problem: FloorplanProblem, rects: tuple[Rect, ...]) -> Fl
         raise ValueError(f"{len(rects)} rectangles for {len(problem.groups)} groups")
     slowest = 0.0
     for g, r, need in zip(problem.groups, rects, problem.min_areas, strict=True):
-        if r.height < 1 or r.width < 1 or r.row < 0 or r.col < 0 or r.row + r.height > grid.rows or r.col + r.width > grid.cols:
+        if (
+            r.height < 1
+            or r.width < 1
+            or r.row < 0
+            or r.col < 0
+            or r.row + r.height > grid.rows
+            or r.col + r.width > grid.cols
+        ):
             bad.append(f"group {g.name!r}: rectangle {r} leaves the {grid.rows}x{grid.cols} grid")
             continue
         alive = grid.alive_in(r.row, r.col, r.height, r.width)
@@ -62,7 +69,9 @@ def evaluate_floorplan(problem: FloorplanProblem, rects: tuple[Rect, ...]) -> Fl
     for i in range(len(rects)):
         for j in range(i + 1, len(rects)):
             if rects[i].overlaps(rects[j]):
-                bad.append(f"groups {problem.groups[i].name!r} and {problem.groups[j].name!r} overlap")
+                bad.append(
+                    f"groups {problem.groups[i].name!r} and {problem.groups[j].name!r} overlap"
+                )
     traffic = 0.0
     d2d = 0.0
     for f in problem.flows:
@@ -87,7 +96,9 @@ def assignment_cost(problem: AssignProblem, core_of_actor: tuple[int, ...]) -> f
     return total
 
 
-def assignment_violations(problem: AssignProblem, core_of_actor: tuple[int, ...]) -> tuple[str, ...]:
+def assignment_violations(
+    problem: AssignProblem, core_of_actor: tuple[int, ...]
+) -> tuple[str, ...]:
     """Every broken rule of an assignment: dead or disallowed cores, crowding, memory."""
     bad: list[str] = []
     names = problem.actor_names

@@ -20,6 +20,7 @@ bound, the sweep's bound and the solver's bounds.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import time
 from enum import Enum
@@ -39,7 +40,13 @@ from waferflow.mapper.fp_models import (
 )
 from waferflow.mapper.lns import improve_floorplan
 from waferflow.mapper.problem import FloorplanProblem, ObjectiveWeights, Rect
-from waferflow.mapper.report import FloorplanResult, SolveReport, Status, floorplan_view, relative_gap
+from waferflow.mapper.report import (
+    FloorplanResult,
+    SolveReport,
+    Status,
+    floorplan_view,
+    relative_gap,
+)
 from waferflow.mapper.shelves import shelf_layouts
 
 
@@ -61,11 +68,18 @@ def worst_objective(problem: FloorplanProblem) -> float:
     g = problem.grid
     w = problem.weights
     t = max(
-        (grp.work / (m * problem.core_flops) for grp, m in zip(problem.groups, problem.min_areas, strict=True)),
+        (
+            grp.work / (m * problem.core_flops)
+            for grp, m in zip(problem.groups, problem.min_areas, strict=True)
+        ),
         default=0.0,
     )
     byt = sum(f.bytes for f in problem.flows if f.src != f.dst)
-    return w.balance * t + w.traffic * byt * (g.rows + g.cols) + w.d2d * byt * (g.die_rows + g.die_cols)
+    return (
+        w.balance * t
+        + w.traffic * byt * (g.rows + g.cols)
+        + w.d2d * byt * (g.die_rows + g.die_cols)
+    )
 
 
 class _Search:
@@ -78,7 +92,9 @@ class _Search:
         self.rects: tuple[Rect, ...] | None = None
         self.objective = math.inf
         self.source = ""
-        self.pool: list[tuple[float, float, tuple[Rect, ...]]] = []  # (slowest time, objective, rects)
+        self.pool: list[
+            tuple[float, float, tuple[Rect, ...]]
+        ] = []  # (slowest time, objective, rects)
         self.used = 0.0
         self.techniques: list[str] = []
         self.wall_hit = False
@@ -127,10 +143,8 @@ class _Search:
 
 
 def _heuristics(s: _Search, formulation: Formulation) -> None:
-    try:
+    if len(s.problem.groups) <= s.problem.grid.cols:  # else strips do not apply
         s.offer(work_strips(s.problem).rects, "work-strips")
-    except PlanError:
-        pass  # more groups than columns: strips do not apply
     if formulation is Formulation.STRIPS:
         return
     for rects in shelf_layouts(s.problem):
@@ -198,7 +212,7 @@ def _sweep(s: _Search, t_lower: float, budget: float) -> float:
     edges = [t_lower]
     while edges[-1] < t_top:
         edges.append(edges[-1] * ratio)
-    slices = list(zip(edges, edges[1:], strict=False))
+    slices = list(itertools.pairwise(edges))
     bounds: list[float] = [-math.inf] * len(slices)
     start = s.used
     s.techniques.append(f"sweep:slowest-time({len(slices)} slices)")
@@ -295,7 +309,12 @@ def solve_floorplan(
     t_lower: float | None = None
     if formulation is not Formulation.STRIPS and s.left() > 1e-3:
         s.techniques.extend(
-            ["redundant:area", "redundant:work-bounds", "redundant:tangent-cuts", "redundant:cumulative"]
+            [
+                "redundant:area",
+                "redundant:work-bounds",
+                "redundant:tangent-cuts",
+                "redundant:cumulative",
+            ]
         )
         s.techniques.append("symmetry:grid-reflections+identical-groups")
         others = w.traffic > 0 or w.d2d > 0
@@ -309,7 +328,9 @@ def solve_floorplan(
         elif s.left() > 1e-3:
             bound = max(bound, _full_model(s, s.left() / 2))
         if s.rects is not None and s.left() > 0.05 and bound < s.objective * (1 - opts.gap_limit):
-            rects, dt, rounds, better = improve_floorplan(problem, s.rects, s.left(), opts, s.wall_left)
+            rects, dt, rounds, better = improve_floorplan(
+                problem, s.rects, s.left(), opts, s.wall_left
+            )
             s.used += dt
             s.offer(rects, s.source + "+lns")
             s.techniques.append(f"lns:rectangles(rounds={rounds},improved={better})")
@@ -337,4 +358,3 @@ def solve_floorplan(
         view=floorplan_view(problem.grid, s.rects),
     )
     return FloorplanResult(s.rects, cost, report)
-

@@ -10,11 +10,11 @@ Results are always re-scored exactly (``cost.evaluate_floorplan``).
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
 import numpy as np
-
 from ortools.sat.python import cp_model
 
 from waferflow.mapper.bounds import largest_alive_rectangle, slowest_time_bound
@@ -70,7 +70,14 @@ def _k(problem: FloorplanProblem, scale: Scale, g: int) -> float:
 
 
 def add_tangent_cuts(
-    model: cp_model.CpModel, problem: FloorplanProblem, scale: Scale, g: int, t: cp_model.IntVar, cores, lo: int, hi: int
+    model: cp_model.CpModel,
+    problem: FloorplanProblem,
+    scale: Scale,
+    g: int,
+    t: cp_model.IntVar,
+    cores,
+    lo: int,
+    hi: int,
 ) -> None:
     """Linear cuts ``a0^2 T + K cores >= 2 K a0 - a0^2`` under the convex ``K / cores``,
     so that the LP relaxation knows that small regions are slow."""
@@ -88,7 +95,9 @@ def add_tangent_cuts(
             model.add(a0 * a0 * t + math.ceil(k) * cores >= rhs)
 
 
-def _core_bounds(problem: FloorplanProblem, scale: Scale, g: int, t_cap: int | None = None) -> tuple[int, int]:
+def _core_bounds(
+    problem: FloorplanProblem, scale: Scale, g: int, t_cap: int | None = None
+) -> tuple[int, int]:
     """Fewest and most cores a group may get: memory, the others' memory, and the time
     an improving solution must beat (``floor(K / cores) <= cap`` means
     ``cores > K / (cap + 1)``)."""
@@ -109,7 +118,13 @@ def transpose_problem(problem: FloorplanProblem) -> FloorplanProblem:
     g = problem.grid
     grid = Grid(g.cols, g.rows, frozenset((c, r) for r, c in g.dead), g.die_cols, g.die_rows)
     return FloorplanProblem(
-        grid, problem.groups, problem.flows, problem.core_flops, problem.core_sram, problem.weights, problem.dead_cores
+        grid,
+        problem.groups,
+        problem.flows,
+        problem.core_flops,
+        problem.core_sram,
+        problem.weights,
+        problem.dead_cores,
     )
 
 
@@ -127,10 +142,15 @@ class StripsModel:
     width: list[cp_model.IntVar]
 
     def rects(self, solver: cp_model.CpSolver, rows: int) -> tuple[Rect, ...]:
-        return tuple(Rect(0, solver.value(s), rows, solver.value(w)) for s, w in zip(self.start, self.width, strict=True))
+        return tuple(
+            Rect(0, solver.value(s), rows, solver.value(w))
+            for s, w in zip(self.start, self.width, strict=True)
+        )
 
 
-def build_strips_model(problem: FloorplanProblem, scale: Scale, hint: tuple[Rect, ...] | None) -> StripsModel | None:
+def build_strips_model(
+    problem: FloorplanProblem, scale: Scale, hint: tuple[Rect, ...] | None
+) -> StripsModel | None:
     """Groups in order as full-height vertical strips (gaps allowed). Each strip's start,
     width, cores and time come from a table of every legal ``(start, width)``, which makes
     the alive-core counts exact around dead cores. ``None`` if the table would be huge."""
@@ -142,7 +162,9 @@ def build_strips_model(problem: FloorplanProblem, scale: Scale, hint: tuple[Rect
     m = cp_model.CpModel()
     t_var = m.new_int_var(0, max(scale.upper, 0), "T")
     if problem.weights.balance > 0:
-        m.add(t_var >= math.floor(slowest_time_bound(problem) * problem.weights.balance / scale.unit))
+        m.add(
+            t_var >= math.floor(slowest_time_bound(problem) * problem.weights.balance / scale.unit)
+        )
     start, width, cores_v = [], [], []
     for g in range(n):
         lo, hi = _core_bounds(problem, scale, g)
@@ -222,7 +244,8 @@ class RectModel:
             return v if isinstance(v, int) else int(solver.value(v))
 
         return tuple(
-            Rect(val(y), val(x), val(h), val(w)) for x, y, w, h in zip(self.x, self.y, self.w, self.h, strict=True)
+            Rect(val(y), val(x), val(h), val(w))
+            for x, y, w, h in zip(self.x, self.y, self.w, self.h, strict=True)
         )
 
 
@@ -277,7 +300,9 @@ def identical_classes(problem: FloorplanProblem) -> list[list[int]]:
         if g == anchor:
             continue
         for cls in classes:
-            if _signature(problem, cls[0]) == _signature(problem, g) and _swappable(problem, cls[0], g):
+            if _signature(problem, cls[0]) == _signature(problem, g) and _swappable(
+                problem, cls[0], g
+            ):
                 cls.append(g)
                 break
         else:
@@ -328,13 +353,20 @@ def build_rect_model(
     idle = problem.dead_cores is DeadCores.IDLE
     if fixed and hint is None:
         raise ValueError("fixed groups need a hint to pin them to")
-    techniques = ["redundant:area", "redundant:work-bounds", "redundant:tangent-cuts", "redundant:cumulative"]
+    techniques = [
+        "redundant:area",
+        "redundant:work-bounds",
+        "redundant:tangent-cuts",
+        "redundant:cumulative",
+    ]
     m = cp_model.CpModel()
     upper_t = max(scale.upper, 0)
     balance = problem.weights.balance > 0
     t_var = m.new_int_var(0, upper_t, "T")
     if balance:
-        m.add(t_var >= math.floor(slowest_time_bound(problem) * problem.weights.balance / scale.unit))
+        m.add(
+            t_var >= math.floor(slowest_time_bound(problem) * problem.weights.balance / scale.unit)
+        )
     t_cap = None
     if t_range is not None and balance:  # one slice of the slowest-time range
         m.add(t_var >= t_range[0])
@@ -428,7 +460,9 @@ def build_rect_model(
             lo, hi = bounds[g]
             with np.errstate(divide="ignore"):
                 raw = np.floor(_k(problem, scale, g) / a)
-            table = np.minimum(np.nan_to_num(raw, posinf=upper_t), upper_t).astype(np.int64).tolist()
+            table = (
+                np.minimum(np.nan_to_num(raw, posinf=upper_t), upper_t).astype(np.int64).tolist()
+            )
             t_g = m.new_int_var(0, upper_t, f"t{g}")
             m.add_element(cores[g], table, t_g)
             m.add(t_var >= t_g)
@@ -443,7 +477,9 @@ def build_rect_model(
     for a, b, hop, die in pairs:
         if a in fixed and b in fixed:
             ra, rb = hint[a], hint[b]
-            terms.append(hop * (abs(ra.centre2[0] - rb.centre2[0]) + abs(ra.centre2[1] - rb.centre2[1])))
+            terms.append(
+                hop * (abs(ra.centre2[0] - rb.centre2[0]) + abs(ra.centre2[1] - rb.centre2[1]))
+            )
             terms.append(die * grid.die_crossings(ra.centre_core, rb.centre_core))
             continue
         if hop:
@@ -471,7 +507,10 @@ def build_rect_model(
             terms.append(hop * (dx + dy))
             if hint is not None:
                 ra, rb = hint[a], hint[b]
-                hint_vals += [(dx, abs(ra.centre2[1] - rb.centre2[1])), (dy, abs(ra.centre2[0] - rb.centre2[0]))]
+                hint_vals += [
+                    (dx, abs(ra.centre2[1] - rb.centre2[1])),
+                    (dy, abs(ra.centre2[0] - rb.centre2[0])),
+                ]
         if die:
             for k, dies in enumerate((die_c, die_r)):
                 if dies is not None:
@@ -554,7 +593,7 @@ def _break_symmetry(m, problem: FloorplanProblem, cx, cy) -> list[str]:
     # interchangeable groups (same work, memory and flows) are kept in centre order
     key = [cx[i] * (2 * grid.rows + 1) + cy[i] for i in range(len(cx))]
     for cls in identical_classes(problem):
-        for i, j in zip(cls, cls[1:], strict=False):
+        for i, j in itertools.pairwise(cls):
             m.add(key[i] <= key[j])
         if "symmetry:identical-groups" not in used:
             used.append("symmetry:identical-groups")
@@ -575,4 +614,3 @@ def _swappable(problem: FloorplanProblem, i: int, j: int) -> bool:
     fl = sorted((f.src, f.dst, f.bytes) for f in problem.flows)
     sw = sorted((swap(f.src), swap(f.dst), f.bytes) for f in problem.flows)
     return fl == sw
-

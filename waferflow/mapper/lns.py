@@ -64,7 +64,9 @@ def improve_floorplan(
         scale = Scale.from_estimate(cur_obj)
         rm = build_rect_model(problem, scale, cur, fixed=fixed, symmetry=False)
         limit = min(per_round, budget - used)
-        run = run_cpsat(rm.model, options, limit, seed_offset=1000 + rounds, wall_cap=max(wall_left(), 0.05))
+        run = run_cpsat(
+            rm.model, options, limit, seed_offset=1000 + rounds, wall_cap=max(wall_left(), 0.05)
+        )
         used += run.deterministic_time
         rounds += 1
         improved = False
@@ -127,7 +129,9 @@ def improve_assignment(
         if len(window) * len(free_actors) > _MAX_SUB_VARS:
             # a sprawling neighbourhood: each actor may only move a few hops or swap
             homes = {cur[a] for a in free_actors}
-            window = sorted(homes | {c for a in free_actors for c in _ball(grid, cur[a], 2)} & alive)
+            window = sorted(
+                homes | {c for a in free_actors for c in _ball(grid, cur[a], 2)} & alive
+            )
         cand = {}
         for a in free_actors:
             allowed = set(problem.cores_for(a))
@@ -136,7 +140,9 @@ def improve_assignment(
                 cand[a].append(cur[a])
         sub = build_assign_model(problem, sorted(free_actors), cand, tuple(cur))
         limit = min(per_round, budget - used)
-        run = run_cpsat(sub.model, options, limit, seed_offset=1000 + rounds, wall_cap=max(wall_left(), 0.05))
+        run = run_cpsat(
+            sub.model, options, limit, seed_offset=1000 + rounds, wall_cap=max(wall_left(), 0.05)
+        )
         used += run.deterministic_time
         rounds += 1
         improved = False

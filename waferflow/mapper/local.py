@@ -10,7 +10,9 @@ import numpy as np
 from waferflow.mapper.problem import AssignProblem
 
 
-def swap_descent(problem: AssignProblem, cores: tuple[int, ...], max_passes: int = 20) -> tuple[int, ...]:
+def swap_descent(
+    problem: AssignProblem, cores: tuple[int, ...], max_passes: int = 20
+) -> tuple[int, ...]:
     grid = problem.grid
     n = problem.n_actors
     cols = grid.cols
@@ -53,7 +55,13 @@ def swap_descent(problem: AssignProblem, cores: tuple[int, ...], max_passes: int
             pa = pos[a]
             here = float(w @ dist(np.full(len(nb), pa), pos[nb]))
             # cost of a at every core, given its partners where they are
-            at = (w[:, None] * (np.abs(cr[None, :] - (pos[nb] // cols)[:, None]) + np.abs(cc[None, :] - (pos[nb] % cols)[:, None]))).sum(0)
+            at = (
+                w[:, None]
+                * (
+                    np.abs(cr[None, :] - (pos[nb] // cols)[:, None])
+                    + np.abs(cc[None, :] - (pos[nb] % cols)[:, None])
+                )
+            ).sum(0)
             # moves to a core with a free slot and room in memory
             room = alive & (count < m) & (load + mem[a] <= problem.core_sram)
             if ok_core is not None:

@@ -53,7 +53,9 @@ class Grid:
 
     def __post_init__(self) -> None:
         if self.rows < 1 or self.cols < 1:
-            raise PlanError(f"grid must have at least one row and column, got {self.rows}x{self.cols}")
+            raise PlanError(
+                f"grid must have at least one row and column, got {self.rows}x{self.cols}"
+            )
         if not 1 <= self.die_rows <= self.rows or not 1 <= self.die_cols <= self.cols:
             raise PlanError(
                 f"grid {self.rows}x{self.cols} cannot be cut into {self.die_rows}x{self.die_cols} dies; "
@@ -61,7 +63,9 @@ class Grid:
             )
         bad = sorted(c for c in self.dead if not (0 <= c[0] < self.rows and 0 <= c[1] < self.cols))
         if bad:
-            raise PlanError(f"dead cores outside the {self.rows}x{self.cols} grid: {bad[:_MAX_COORDS_SHOWN]}")
+            raise PlanError(
+                f"dead cores outside the {self.rows}x{self.cols} grid: {bad[:_MAX_COORDS_SHOWN]}"
+            )
         if len(self.dead) == self.rows * self.cols:
             raise PlanError(f"every core of the {self.rows}x{self.cols} grid is dead")
 
@@ -157,7 +161,9 @@ class Grid:
         for comp in isl[:_MAX_ISLANDS_SHOWN]:
             more = f" ... ({len(comp)} cores)" if len(comp) > _MAX_COORDS_SHOWN else ""
             shown.append(f"{comp[:_MAX_COORDS_SHOWN]}{more}")
-        rest = f"; and {len(isl) - _MAX_ISLANDS_SHOWN} more" if len(isl) > _MAX_ISLANDS_SHOWN else ""
+        rest = (
+            f"; and {len(isl) - _MAX_ISLANDS_SHOWN} more" if len(isl) > _MAX_ISLANDS_SHOWN else ""
+        )
         raise PlanError(
             f"the dead cores split the alive cores of the {self.rows}x{self.cols} grid into "
             f"{len(isl)} islands: " + "; ".join(shown) + rest + ". Place on one island "
@@ -312,10 +318,14 @@ class FloorplanProblem:
             raise PlanError(f"core_sram must be positive, got {self.core_sram}")
         names = tuple(g.name for g in self.groups)
         if len(set(names)) != len(names):
-            raise PlanError(f"group names must be unique: {sorted(n for n in names if names.count(n) > 1)}")
+            raise PlanError(
+                f"group names must be unique: {sorted(n for n in names if names.count(n) > 1)}"
+            )
         for g in self.groups:
             if not (math.isfinite(g.work) and g.work >= 0) or g.mem_bytes < 0:
-                raise PlanError(f"group {g.name!r} has invalid work {g.work} or memory {g.mem_bytes}")
+                raise PlanError(
+                    f"group {g.name!r} has invalid work {g.work} or memory {g.mem_bytes}"
+                )
         _check_flows(self.flows, len(self.groups), "group", names)
         self.grid.require_connected()
         alive = self.grid.num_alive
@@ -378,7 +388,9 @@ class AssignProblem:
         if self.n_actors < 1:
             raise PlanError("an assignment needs at least one actor")
         if len(self.actor_mem) != self.n_actors:
-            raise PlanError(f"actor_mem has {len(self.actor_mem)} entries for {self.n_actors} actors")
+            raise PlanError(
+                f"actor_mem has {len(self.actor_mem)} entries for {self.n_actors} actors"
+            )
         if self.names is not None and len(self.names) != self.n_actors:
             raise PlanError(f"names has {len(self.names)} entries for {self.n_actors} actors")
         if self.max_actors_per_core < 1:
@@ -395,16 +407,22 @@ class AssignProblem:
                 )
         if self.allowed is not None:
             if len(self.allowed) != self.n_actors:
-                raise PlanError(f"allowed has {len(self.allowed)} entries for {self.n_actors} actors")
+                raise PlanError(
+                    f"allowed has {len(self.allowed)} entries for {self.n_actors} actors"
+                )
             alive = set(self.grid.alive_cores)
             cleaned = []
             for a, cores in enumerate(self.allowed):
                 bad = [c for c in cores if not 0 <= c < self.grid.num_cores]
                 if bad:
-                    raise PlanError(f"actor {self.actor_names[a]!r} allows cores outside the grid: {bad[:6]}")
+                    raise PlanError(
+                        f"actor {self.actor_names[a]!r} allows cores outside the grid: {bad[:6]}"
+                    )
                 keep = tuple(sorted({c for c in cores if c in alive}))
                 if not keep:
-                    raise PlanError(f"actor {self.actor_names[a]!r} has no alive core in its region")
+                    raise PlanError(
+                        f"actor {self.actor_names[a]!r} has no alive core in its region"
+                    )
                 cleaned.append(keep)
             object.__setattr__(self, "allowed", tuple(cleaned))
         cap = self.grid.num_alive * self.max_actors_per_core
@@ -417,7 +435,9 @@ class AssignProblem:
 
     @property
     def actor_names(self) -> tuple[str, ...]:
-        return self.names if self.names is not None else tuple(f"a{i}" for i in range(self.n_actors))
+        return (
+            self.names if self.names is not None else tuple(f"a{i}" for i in range(self.n_actors))
+        )
 
     def cores_for(self, actor: int) -> tuple[int, ...]:
         return self.allowed[actor] if self.allowed is not None else self.grid.alive_cores

@@ -150,7 +150,11 @@ class Assignment:
     report: SolveReport
 
     def to_dict(self) -> dict[str, Any]:
-        return {"core_of_actor": list(self.core_of_actor), "cost": self.cost, "report": self.report.to_dict()}
+        return {
+            "core_of_actor": list(self.core_of_actor),
+            "cost": self.cost,
+            "report": self.report.to_dict(),
+        }
 
     def to_json(self) -> str:
         """Byte-identical for identical inputs and seed (wall time left out)."""

@@ -58,7 +58,9 @@ class _Bands:
         self._cache[key] = (cum, nxt)
         return cum, nxt
 
-    def fill(self, row: int, height: int, parity: int, needs: list[int], first: int) -> list[tuple[int, int]]:
+    def fill(
+        self, row: int, height: int, parity: int, needs: list[int], first: int
+    ) -> list[tuple[int, int]]:
         """Greedy ``(x, width)`` (in fill direction) for groups ``first, first+1, ...`` until
         the band is full."""
         cum, nxt = self.band(row, height, parity)
@@ -123,7 +125,9 @@ def _dp(problem: FloorplanProblem, bands: _Bands, needs: list[int]) -> list[Shel
     return shelves[::-1]
 
 
-def _rects(problem: FloorplanProblem, bands: _Bands, shelves: list[Shelf], needs: list[int]) -> tuple[Rect, ...] | None:
+def _rects(
+    problem: FloorplanProblem, bands: _Bands, shelves: list[Shelf], needs: list[int]
+) -> tuple[Rect, ...] | None:
     cols = problem.grid.cols
     out: list[Rect] = []
     for row, h, first, count, parity in shelves:
@@ -155,7 +159,9 @@ def _stretch(problem: FloorplanProblem, shelves: list[Shelf], needs: list[int]) 
     return out
 
 
-def _widen(problem: FloorplanProblem, rects: tuple[Rect, ...], shelves: list[Shelf]) -> tuple[Rect, ...]:
+def _widen(
+    problem: FloorplanProblem, rects: tuple[Rect, ...], shelves: list[Shelf]
+) -> tuple[Rect, ...]:
     """Within each shelf, give the spare columns one at a time to the slowest group."""
     cols = problem.grid.cols
     out = list(rects)
@@ -211,4 +217,6 @@ def shelf_layouts(problem: FloorplanProblem) -> list[tuple[Rect, ...]]:
             cost = evaluate_floorplan(problem, rects)
             if cost.feasible:
                 layouts[rects] = cost.objective
-    return sorted(layouts, key=lambda r: (layouts[r], [(x.row, x.col, x.height, x.width) for x in r]))
+    return sorted(
+        layouts, key=lambda r: (layouts[r], [(x.row, x.col, x.height, x.width) for x in r])
+    )

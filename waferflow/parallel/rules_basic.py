@@ -81,7 +81,7 @@ def elementwise(op: Op, ins: Sequence[AnyPlacement], ctx: AxisCtx) -> RuleOut:
         return RuleOut(need, [target] * nres, True)
     partial = [i for i, p in enumerate(ins) if is_p(p)]
     if partial:
-        if _linear(op, ins, partial):
+        if _linear(op, ins, partial, ctx):
             return RuleOut(keep(ins), [PARTIAL] * nres, False)
         return RuleOut(
             [REPLICATED if (is_p(p) or is_u(p)) else None for p in ins], [REPLICATED] * nres
@@ -89,10 +89,15 @@ def elementwise(op: Op, ins: Sequence[AnyPlacement], ctx: AxisCtx) -> RuleOut:
     return RuleOut(keep(ins), [REPLICATED] * nres, False)
 
 
-def _linear(op: Op, ins: Sequence[AnyPlacement], partial: list[int]) -> bool:
+def _linear(op: Op, ins: Sequence[AnyPlacement], partial: list[int], ctx: AxisCtx) -> bool:
+    """Whether the op maps partial sums to a partial sum. Along ``tp`` only sums
+    keep partial sums: anything else reduces them first, as Megatron does right after
+    a row-parallel matmul, so that one reduced tensor serves every later use."""
     kind = op.kind
     if kind in _LINEAR_ALL:
         return len(partial) == len(ins) and "other" not in op.attrs
+    if ctx.axis is MeshAxis.TP:
+        return False
     others_r = all(is_r(p) or is_u(p) for i, p in enumerate(ins) if i not in partial)
     if kind in _LINEAR_ONE and len(partial) == 1 and others_r:
         if kind is K.CAST:

@@ -345,9 +345,9 @@ def layer_norm(op: Op, ins: Sequence[AnyPlacement], ctx: AxisCtx) -> RuleOut:
     if isinstance(px, Split) and px.dim not in normed:
         need = [None if i == 0 else _need(p, REPLICATED) for i, p in enumerate(ins)]
         return RuleOut(need, [px] * len(op.results), True)
-    if is_s(px) or is_p(px):
+    if is_s(px):
         return replicate_all(op, ins, note="layer norm over a split dimension")
-    return RuleOut(keep(ins), [REPLICATED] * len(op.results))
+    return replicate_all(op, ins)  # a partial sum is reduced first
 
 
 def layer_norm_backward(op: Op, ins: Sequence[AnyPlacement], ctx: AxisCtx) -> RuleOut:
@@ -358,9 +358,9 @@ def layer_norm_backward(op: Op, ins: Sequence[AnyPlacement], ctx: AxisCtx) -> Ru
         (p for p in ins[:2] if isinstance(p, Split) and p.dim not in normed), None
     )
     if split is None:
-        if any(is_s(p) or is_p(p) for p in ins):
+        if any(is_s(p) for p in ins):
             return replicate_all(op, ins, note="layer norm backward over a split dimension")
-        return RuleOut(keep(ins), [REPLICATED] * len(op.results))
+        return replicate_all(op, ins)
     need: list[AnyPlacement | None] = []
     for i, (v, p) in enumerate(zip(op.operands, ins, strict=True)):
         full = i < 4 and len(shape(v)) == rank

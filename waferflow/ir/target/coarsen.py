@@ -3,26 +3,47 @@
 The coarse view (``Wafer.coarsen(k)``) lets whole-wafer plans simulate quickly: each
 block of k x k cores becomes one node. What scales, and why:
 
-* **compute, SRAM, SRAM bandwidth**: summed over the block, i.e. times k**2. On a
-  healthy wafer the totals are preserved exactly.
+* **ragged grids**: k need not divide the grid. The view has ceil(rows / k) x
+  ceil(cols / k) nodes; those of the last row (column) cover only the fine rows
+  (columns) left over, ``fine_rows - (rows - 1) * k``. The fine grid's size is kept
+  (``Wafer.fine_rows`` / ``fine_cols``, 0 when k divides it) and every ragged node is
+  listed in ``partial_cores`` with the fine cores it holds, so capacity, peak and SRAM
+  scale exactly as for a partly dead node.
+* **compute, SRAM, SRAM bandwidth**: summed over the block, i.e. times k**2 per
+  nominal node and times (alive fine cores) / k**2 of that on a partial node. On a
+  healthy wafer the totals are preserved exactly, ragged or not.
 * **link bandwidth**: the cut between two neighbouring blocks is crossed by k fine
-  links, so a coarse link carries k times the fine bandwidth.
+  links, so a coarse link carries k times the fine bandwidth; a cut along a ragged
+  row (column) is crossed by fewer, and ``Wafer.link_spec`` / ``links`` scale its
+  bandwidth to the fine links that cross it.
 * **link latency**: a message between neighbouring blocks travels k fine hops (centre
   to centre), so a coarse hop costs k times the fine per-hop latency. Keeping the
   fine latency would make a coarse route k times too fast on latency-bound traffic.
+  A hop into a ragged node is shorter ((k + edge) / 2 fine hops); it keeps k, an
+  upper bound that keeps every coarse hop alike.
 * **die-to-die link**: a coarse hop that crosses a die boundary travels k - 1 on-die
   hops and one die-to-die hop: latency (k - 1) * link.latency + d2d.latency, and
-  bandwidth k * d2d.bandwidth (k d2d links cross the cut). Die boundaries must fall
-  between coarse nodes, so k must divide the die size.
-* **faults**: a coarse node is dead only when all its fine cores are dead. A partly
-  dead node keeps the alive fraction of its compute, SRAM and SRAM bandwidth
-  (``Wafer.partial_cores`` stores the alive fine-core count, exactly, so coarsening
-  twice equals coarsening once by the product). A coarse link is dead only when no
-  usable fine link crosses its cut; a cut that is only partly usable keeps its full
-  bandwidth (an approximation: the simulator sees no per-link bandwidth override).
-  Fine links and dead links inside a block are not represented.
-* ``coarsen_factor`` multiplies; ``coarsen(1)`` is the wafer itself. A crossbar has
-  no geometry to coarsen: ``coarsen(k > 1)`` on one is an error.
+  bandwidth k * d2d.bandwidth (k d2d links cross the cut). A cut is straight, so its
+  fine links all cross a die boundary or none does. When the die-to-die figures
+  differ from the on-die ones, die boundaries must fall between coarse nodes (k
+  divides the die size along every axis cut into several dies). When they are the
+  same (or the wafer has no die-to-die spec) dies change no timing, and an axis
+  whose die boundaries fall inside coarse nodes is left uncut in the view (one die
+  along it); this is exact, not an approximation. E.g. ``wse2`` (dies of 84 x 108
+  cores, same figures) coarsened by 16 is one die of 63 x 48 nodes.
+* **faults**: a coarse node is dead only when all its fine cores are dead. A node
+  with fewer alive fine cores than k**2 keeps that fraction of the compute, SRAM and
+  SRAM bandwidth (``Wafer.partial_cores`` stores the alive fine-core count, exactly).
+  A coarse link is dead only when no usable fine link crosses its cut; a cut that is
+  only partly usable keeps its full bandwidth (an approximation: the bandwidth
+  counts the fine links crossing the cut, dead or alive). Fine links and dead links
+  inside a block are not represented.
+* **composition**: ``coarsen_factor`` multiplies, and coarsening by a then by b is
+  coarsening by a * b, ragged grids included: ceil(ceil(n / a) / b) = ceil(n / ab),
+  the blocks nest (node i of the second view covers fine rows i*ab .. min((i+1)*ab, n)
+  either way), and alive counts, dead links, dies and link figures follow (figures up
+  to float rounding). ``coarsen(1)`` is the wafer itself. A crossbar has no geometry
+  to coarsen: ``coarsen(k > 1)`` on one is an error.
 """
 
 from __future__ import annotations
@@ -41,10 +62,6 @@ if TYPE_CHECKING:
     from waferflow.ir.target.wafer import Wafer
 
 
-def _common_divisors(*ns: int) -> list[int]:
-    return divisors(math.gcd(*ns))
-
-
 def coarsen(w: Wafer, k: int) -> Wafer:
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise ConfigError(f"coarsen: k must be an integer >= 1, got {k!r}")
@@ -55,39 +72,11 @@ def coarsen(w: Wafer, k: int) -> Wafer:
             f"coarsen(k={k}): {w.name} is a crossbar; blocks of a crossbar have no geometry, "
             "so it has no coarse view (use k=1)"
         )
-    if w.rows % k or w.cols % k:
-        raise ConfigError(
-            f"coarsen(k={k}): k must divide the {w.rows} x {w.cols} grid of {w.name}; "
-            f"choose one of {_common_divisors(w.rows, w.cols)}"
-        )
-    dh, dw = w.die_shape
-    if dh % k or dw % k:
-        raise ConfigError(
-            f"coarsen(k={k}): {w.name}'s dies are {dh} x {dw} cores and die boundaries must "
-            f"fall between coarse nodes, so k must divide {dh} and {dw}; "
-            f"choose one of {_common_divisors(dh, dw)}"
-        )
+    die_rows, die_cols, d2d = _coarse_dies(w, k)
+    factor = w.coarsen_factor * k
+    fine_rows, fine_cols = w.fine_shape
+    rows, cols = -(-w.rows // k), -(-w.cols // k)
     kk = k * k
-    full_old = w.coarsen_factor**2
-    full_new = (w.coarsen_factor * k) ** 2
-    partial_old = dict(w.partial_cores)
-
-    # Alive fine-core deficit per coarse node, from the (sparse) faults only.
-    deficit: dict[Coord, int] = {}
-    for c in w.dead_cores:
-        node = (c[0] // k, c[1] // k)
-        deficit[node] = deficit.get(node, 0) + full_old
-    for c, alive in partial_old.items():
-        node = (c[0] // k, c[1] // k)
-        deficit[node] = deficit.get(node, 0) + full_old - alive
-    dead = frozenset(n for n, d in deficit.items() if d == full_new)
-    partial = tuple(sorted((n, full_new - d) for n, d in deficit.items() if 0 < d < full_new))
-
-    link = LinkSpec(w.link.bandwidth * k, w.link.latency * k)
-    d2d = None
-    if w.d2d_link is not None:
-        d2d = LinkSpec(w.d2d_link.bandwidth * k, w.link.latency * (k - 1) + w.d2d_link.latency)
-    rows, cols = w.rows // k, w.cols // k
     coarse = dataclasses.replace(
         w,
         rows=rows,
@@ -95,15 +84,80 @@ def coarsen(w: Wafer, k: int) -> Wafer:
         peak_flops=tuple((d, p * kk) for d, p in w.peak_flops),
         sram_bytes=w.sram_bytes * kk,
         sram_bandwidth=w.sram_bandwidth * kk,
-        link=link,
+        link=LinkSpec(w.link.bandwidth * k, w.link.latency * k),
+        die_rows=die_rows,
+        die_cols=die_cols,
         d2d_link=d2d,
-        dead_cores=dead,
+        dead_cores=frozenset(),
         dead_links=frozenset(),
-        partial_cores=partial,
-        coarsen_factor=w.coarsen_factor * k,
+        partial_cores=(),
+        coarsen_factor=factor,
+        fine_rows=fine_rows,  # normalised to 0 where k divides
+        fine_cols=fine_cols,
     )
+    dead, partial = _coarse_nodes(w, coarse, k)
+    coarse = dataclasses.replace(coarse, dead_cores=dead, partial_cores=partial)
     dead_links = _dead_coarse_links(w, coarse, k)
     return dataclasses.replace(coarse, dead_links=dead_links) if dead_links else coarse
+
+
+def _coarse_dies(w: Wafer, k: int) -> tuple[int, int, LinkSpec | None]:
+    """The view's die grid and die-to-die spec (see the module docstring)."""
+    dh, dw = w.die_shape
+    cut_rows = w.die_rows > 1 and dh % k != 0  # die boundaries inside coarse nodes
+    cut_cols = w.die_cols > 1 and dw % k != 0
+    same = w.d2d_link is None or w.d2d_link == w.link
+    if (cut_rows or cut_cols) and not same:
+        sizes = [n for n, many in ((dh, w.die_rows > 1), (dw, w.die_cols > 1)) if many]
+        raise ConfigError(
+            f"coarsen(k={k}): {w.name}'s dies are {dh} x {dw} cores and its die-to-die link "
+            "differs from its on-die link, so die boundaries must fall between coarse nodes: "
+            f"k must divide {' and '.join(map(str, sizes))}; "
+            f"choose one of {divisors(math.gcd(*sizes))}"
+        )
+    die_rows = 1 if cut_rows else w.die_rows
+    die_cols = 1 if cut_cols else w.die_cols
+    if w.d2d_link is None:
+        return die_rows, die_cols, None
+    if same:  # stays equal to the on-die spec exactly, so later views may cut dies too
+        return die_rows, die_cols, LinkSpec(w.link.bandwidth * k, w.link.latency * k)
+    d2d = LinkSpec(w.d2d_link.bandwidth * k, w.link.latency * (k - 1) + w.d2d_link.latency)
+    return die_rows, die_cols, d2d
+
+
+def _coarse_nodes(
+    w: Wafer, coarse: Wafer, k: int
+) -> tuple[frozenset[Coord], tuple[tuple[Coord, int], ...]]:
+    """Dead nodes and partial nodes (alive fine cores < factor**2) of the view.
+
+    Only nodes that lose fine cores (from ``w``'s dead and partial nodes) or lie on a
+    ragged edge can differ from a full healthy node, so only those are visited.
+    """
+    lost: dict[Coord, int] = {}  # fine cores missing from each touched coarse node
+    for c in w.dead_cores:
+        node = (c[0] // k, c[1] // k)
+        h, wd = w.node_shape(c)
+        lost[node] = lost.get(node, 0) + h * wd
+    for c, alive in w.partial_cores:
+        node = (c[0] // k, c[1] // k)
+        h, wd = w.node_shape(c)
+        lost[node] = lost.get(node, 0) + h * wd - alive
+    nodes = set(lost)
+    if coarse.fine_rows:
+        nodes |= {(coarse.rows - 1, c) for c in range(coarse.cols)}
+    if coarse.fine_cols:
+        nodes |= {(r, coarse.cols - 1) for r in range(coarse.rows)}
+    full = coarse.coarsen_factor**2
+    dead: set[Coord] = set()
+    partial: list[tuple[Coord, int]] = []
+    for node in nodes:
+        h, wd = coarse.node_shape(node)
+        alive = h * wd - lost.get(node, 0)
+        if alive == 0:
+            dead.add(node)
+        elif alive < full:
+            partial.append((node, alive))
+    return frozenset(dead), tuple(sorted(partial))
 
 
 def _dead_coarse_links(w: Wafer, coarse: Wafer, k: int) -> frozenset[tuple[Coord, Coord]]:
@@ -131,16 +185,18 @@ def _dead_coarse_links(w: Wafer, coarse: Wafer, k: int) -> frozenset[tuple[Coord
 
 
 def _crossing(w: Wafer, a: Coord, b: Coord, k: int) -> list[tuple[Coord, Coord]]:
-    """Fine links (x in block a, y in block b) that cross the cut between two adjacent
-    coarse nodes: k of them, or 2k on a torus ring of two coarse nodes."""
+    """Links of ``w`` (x in block a, y in block b) that cross the cut between two
+    adjacent coarse nodes: k of them (fewer on a ragged edge), or 2k on a torus ring
+    of two coarse nodes."""
     pairs: list[tuple[Coord, Coord]] = []
     r0, c0 = a[0] * k, a[1] * k
+    r1, c1 = min(r0 + k, w.rows), min(c0 + k, w.cols)  # block a is rows r0..r1-1
     for dr, dc in ((-1, 0), (1, 0), (0, -1), (0, 1)):
-        for i in range(k):
-            if dr:  # the block's top (dr=-1) or bottom (dr=1) row
-                x = (r0 if dr < 0 else r0 + k - 1, c0 + i)
-            else:  # its left or right column
-                x = (r0 + i, c0 if dc < 0 else c0 + k - 1)
+        if dr:  # the block's top (dr=-1) or bottom (dr=1) row
+            edge = [(r0 if dr < 0 else r1 - 1, c) for c in range(c0, c1)]
+        else:  # its left or right column
+            edge = [(r, c0 if dc < 0 else c1 - 1) for r in range(r0, r1)]
+        for x in edge:
             y = (x[0] + dr, x[1] + dc)
             if w.topology is Topology.TORUS:
                 y = (y[0] % w.rows, y[1] % w.cols)

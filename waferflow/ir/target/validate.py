@@ -38,6 +38,8 @@ TOML_PATH: dict[str, str] = {
     "partial_cores": "faults.partial_cores",
     "flow": "flow",
     "coarsen_factor": "wafer.coarsen_factor",
+    "fine_rows": "wafer.fine_rows",
+    "fine_cols": "wafer.fine_cols",
     "source": "wafer.source",
 }
 
@@ -172,6 +174,7 @@ def normalize_and_validate(w: Wafer) -> None:
     )
     _set(w, "link", _linkspec(w.link, "link"))
     _int(w.coarsen_factor, label("coarsen_factor"), 1)
+    _fine_shape(w)
 
     # --- dies ---
     _int(w.die_rows, label("die_rows"), 1)
@@ -234,9 +237,26 @@ def _iterable(value: object, attr: str) -> Iterable[Any]:
     return value
 
 
+def _fine_shape(w: Wafer) -> None:
+    """``fine_rows`` / ``fine_cols`` of a ragged coarse view: the last row (column) of
+    nodes holds 1..k fine rows (columns). Normalised to 0 when k divides them."""
+    k = w.coarsen_factor
+    for attr, n, grid in (("fine_rows", w.rows, "wafer.rows"), ("fine_cols", w.cols, "wafer.cols")):
+        fine = _int(getattr(w, attr), label(attr), 0)
+        if fine == n * k:
+            _set(w, attr, 0)  # not ragged: one spelling only
+        elif fine and not (n - 1) * k < fine <= n * k:
+            raise ConfigError(
+                f"{label(attr)} = {fine} does not fit {grid} = {n} nodes of a {k} x {k} coarse "
+                f"view (wafer.coarsen_factor = {k}): the fine grid has {(n - 1) * k + 1}.."
+                f"{n * k} {attr[5:]} (0 when it has exactly {n * k})"
+            )
+
+
 def _partials(w: Wafer, dead: frozenset[Coord]) -> tuple[tuple[Coord, int], ...]:
     where = label("partial_cores")
     full = w.coarsen_factor**2
+    ragged = bool(w.fine_rows or w.fine_cols)
     out: dict[Coord, int] = {}
     for item in _iterable(w.partial_cores, "partial_cores"):
         if not isinstance(item, tuple | list) or len(item) != 2:
@@ -258,6 +278,21 @@ def _partials(w: Wafer, dead: frozenset[Coord]) -> tuple[tuple[Coord, int], ...]
                 f"{where}: node {list(coord)} has {out[coord]} alive fine cores; a partly dead "
                 f"node of a {w.coarsen_factor} x {w.coarsen_factor} coarse view has 1..{full - 1}"
             )
+        if ragged:
+            h, c = w.node_shape(coord)
+            if out[coord] > h * c:
+                raise ConfigError(
+                    f"{where}: node {list(coord)} has {out[coord]} alive fine cores but covers "
+                    f"only {h} x {c} = {h * c} on the ragged edge of the grid (wafer.fine_rows "
+                    f"= {w.fine_shape[0]}, wafer.fine_cols = {w.fine_shape[1]}); give 1..{h * c}"
+                )
+    if ragged:  # a healthy ragged node still holds fewer than k**2 fine cores: list it
+        rows = range(w.rows) if w.fine_cols else ()
+        cols = range(w.cols) if w.fine_rows else ()
+        edge = {(r, w.cols - 1) for r in rows} | {(w.rows - 1, c) for c in cols}
+        for node in edge - dead - out.keys():
+            h, c = w.node_shape(node)
+            out[node] = h * c
     return tuple(sorted(out.items()))
 
 

@@ -13,9 +13,12 @@ adds wrap-around links (a dimension of size 2 has one link between its two cores
 two; a dimension of size 1 has none); ``crossbar`` links every ordered pair of cores.
 
 Faults: a dead core has no links; a dead link is undirected (both directions fail).
-In a coarse view (``coarsen``), a node whose fine cores are only partly dead keeps
-the alive fraction of its compute, SRAM and SRAM bandwidth (``partial_cores``,
-``capacity``); see ``coarsen.py``.
+In a coarse view (``coarsen``), a node holding fewer than k x k alive fine cores
+(partly dead, or on the ragged last row / column when k does not divide the fine
+grid, ``fine_rows`` / ``fine_cols``) keeps that fraction of the compute, SRAM and
+SRAM bandwidth (``partial_cores``, ``capacity``); a link on a ragged edge is crossed
+by fewer fine links and has that fraction of the bandwidth (``link_spec``); see
+``coarsen.py``.
 """
 
 from __future__ import annotations
@@ -58,9 +61,15 @@ class Wafer:
     flow: FlowControl | None = None
     coarsen_factor: int = 1  # k when this is a k x k coarse view of a finer wafer
     source: str = ""  # where the figures come from
-    # coarse views only: nodes with some dead fine cores, as ((row, col), alive fine cores),
-    # 1 <= alive < coarsen_factor**2; such a node has that fraction of the nominal capacity
+    # coarse views only: nodes holding fewer than k**2 alive fine cores (partly dead, or on
+    # a ragged edge), as ((row, col), alive fine cores), 1 <= alive < coarsen_factor**2;
+    # such a node has that fraction of the nominal capacity. Normalisation lists every
+    # healthy ragged node (with the fine cores it holds) when it is not given.
     partial_cores: tuple[tuple[Coord, int], ...] = ()
+    # coarse views only: the fine grid's rows / cols when coarsen_factor does not divide
+    # them (the last row / col of nodes is ragged); 0 = rows (cols) * coarsen_factor
+    fine_rows: int = 0
+    fine_cols: int = 0
 
     def __post_init__(self) -> None:
         # Also normalises: peak_flops sorted by dtype, dead_links as (min, max) pairs,
@@ -122,9 +131,36 @@ class Wafer:
     def _partial(self) -> dict[Coord, int]:
         return dict(self.partial_cores)
 
+    # --- the fine grid of a coarse view ----------------------------------------------
+    @property
+    def fine_shape(self) -> tuple[int, int]:
+        """(rows, cols) of the fine grid this view was made from: the grid itself when
+        ``coarsen_factor`` is 1; smaller than ``rows * k x cols * k`` when ragged."""
+        k = self.coarsen_factor
+        return (self.fine_rows or self.rows * k, self.fine_cols or self.cols * k)
+
+    def node_shape(self, coord: Coord) -> tuple[int, int]:
+        """Fine (rows, cols) that the node at ``coord`` covers, dead or alive: k x k,
+        fewer on the ragged last row / column of a coarse view."""
+        self._check(coord)
+        k = self.coarsen_factor
+        if not (self.fine_rows or self.fine_cols):
+            return (k, k)
+        fr, fc = self.fine_shape
+        return (min(k, fr - coord[0] * k), min(k, fc - coord[1] * k))
+
+    def _cut_spec(self, spec: LinkSpec, a: Coord, b: Coord) -> LinkSpec:
+        """``spec`` scaled to the fine links that cross the cut a | b: a coarse link
+        along a ragged row (column) is crossed by fewer than k of them."""
+        h, w = self.node_shape(a)
+        width = h if a[0] == b[0] else w  # a row-wise link crosses the node's height
+        k = self.coarsen_factor
+        return spec if width == k else LinkSpec(spec.bandwidth * width / k, spec.latency)
+
     def capacity(self, coord: Coord) -> float:
         """Fraction of the nominal per-core compute / SRAM at ``coord``: 0 when dead,
-        alive/k**2 for a partly dead node of a k x k coarse view, else 1."""
+        alive/k**2 for a node of a k x k coarse view that holds fewer than k**2 alive
+        fine cores (partly dead, or on a ragged edge), else 1."""
         if coord in self.dead_cores:
             return 0.0
         alive = self._partial.get(coord)
@@ -132,7 +168,8 @@ class Wafer:
 
     @property
     def effective_cores(self) -> float:
-        """Alive cores, partly dead coarse nodes counted by their alive fraction."""
+        """Alive cores; coarse nodes with fewer than k**2 alive fine cores (partly
+        dead or ragged) counted by that fraction."""
         full = self.coarsen_factor**2
         partial = sum(n for _, n in self.partial_cores)
         return self.num_alive - len(self.partial_cores) + partial / full
@@ -220,13 +257,16 @@ class Wafer:
 
     def link_spec(self, a: Coord, b: Coord) -> LinkSpec:
         """Spec of the link a -> b: the die-to-die spec when they lie in different dies
-        and the wafer has one, else the on-die spec. Faults are not checked (see
-        ``has_link``); a pair the topology does not link is a ValueError."""
+        and the wafer has one, else the on-die spec; on the ragged edge of a coarse
+        view, with the bandwidth of the fine links that cross the cut (fewer than k).
+        Faults are not checked (see ``has_link``); a pair the topology does not link
+        is a ValueError."""
         if not self.is_adjacent(a, b):
             raise ValueError(f"{self.name}: no link between {a} and {b} in a {self.topology.value}")
+        spec = self.link
         if self.d2d_link is not None and self.is_d2d(a, b):
-            return self.d2d_link
-        return self.link
+            spec = self.d2d_link
+        return self._cut_spec(spec, a, b) if self.fine_rows or self.fine_cols else spec
 
     def has_link(self, a: Coord, b: Coord) -> bool:
         """Whether a usable link a -> b exists: adjacent, both cores alive, link not dead."""
@@ -242,6 +282,7 @@ class Wafer:
         order; dead links and links touching dead cores are left out. Lazy."""
         dead, dead_links = self.dead_cores, self.dead_links
         d2d_spec = self.d2d_link or self.link
+        ragged = bool(self.fine_rows or self.fine_cols)
         h, w = self.die_shape
         for i in range(self.num_cores):
             src = divmod(i, self.cols)
@@ -252,7 +293,8 @@ class Wafer:
                 if dst in dead or (dead_links and (min(src, dst), max(src, dst)) in dead_links):
                     continue
                 d2d = (dst[0] // h, dst[1] // w) != src_die
-                yield Link(src, dst, d2d_spec if d2d else self.link, d2d)
+                spec = d2d_spec if d2d else self.link
+                yield Link(src, dst, self._cut_spec(spec, src, dst) if ragged else spec, d2d)
 
     def num_links(self) -> int:
         """``len(list(self.links()))`` in O(faults) time."""
@@ -282,8 +324,9 @@ class Wafer:
 
     # --- views -----------------------------------------------------------------------
     def coarsen(self, k: int) -> Wafer:
-        """A k x k coarse view: each block of k x k cores becomes one node (see
-        ``coarsen.py`` for how compute, links, dies and faults scale)."""
+        """A k x k coarse view: each block of k x k cores becomes one node; when k
+        does not divide the grid, the last row / column of nodes holds fewer cores
+        (see ``coarsen.py`` for how compute, links, dies and faults scale)."""
         return _coarsen.coarsen(self, k)
 
     def with_dead_cores(self, fraction: float, seed: int) -> Wafer:

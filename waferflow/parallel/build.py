@@ -1,0 +1,394 @@
+"""The ``schedule`` step: per-rank actors for every stage, micro-batch and group of
+ops, and the order each core runs them in.
+
+Every non-source op is classified by micro-batches (``MbMode``):
+
+* ``PER_MB``: it touches batch data (split or partial along ``mb``): one instance per
+  micro-batch, its work divided by the number of micro-batches;
+* ``EARLY``: batch-independent (masks from positions, weight transposes): one
+  instance, with micro-batch 0;
+* ``LATE``: it needs every micro-batch (accumulated gradients, the optimizer): one
+  instance after the last micro-batch.
+
+A stage's ops fall into blocks: ``F k`` (forward of micro-batch k), ``B k``
+(backward) and ``L`` (optimizer, gradient reduction, anything late). Within a block
+consecutive ops of one module (``group=module``; or one layer / one op) form one
+actor, cut where a value arrives from another stage or a collective, and after an
+op whose result leaves the stage. A collective op is a block item of its own,
+expanded into point-to-point messages by ``lower``. Blocks run per core in the
+schedule's order:
+
+* GPipe: ``F0 .. F(m-1), B0 .. B(m-1), L``;
+* 1F1B (stage s of p): ``min(p-s-1, m)`` warm-up forwards, then one forward and one
+  backward in turn, then the remaining backwards, then ``L``.
+
+Every rank of a stage runs the same sequence (SPMD), which is what makes the
+collectives deadlock-free. With ``grad-reduce=root`` only replica 0 runs the ops that
+follow a reduction to the root (the optimizer).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+
+from waferflow.errors import PlanError
+from waferflow.ir.graph import Graph, Op, Phase, Value
+from waferflow.ir.opkind import COLLECTIVE, VIEWS, OpKind
+from waferflow.ir.sharding import MeshAxis, Replicated, Sharding
+from waferflow.parallel.layout import Layout
+from waferflow.parallel.plan_spec import Granularity, Mesh, ParallelPlan, PipelineSchedule
+from waferflow.parallel.propagate import ShardingResult
+from waferflow.parallel.stages import StageAssignment, layer_key, root_value
+
+K = OpKind
+
+
+class MbMode(Enum):
+    PER_MB = "per-mb"
+    EARLY = "early"
+    LATE = "late"
+
+
+@dataclass(frozen=True)
+class OpInfo:
+    op: Op
+    stage: int
+    mode: MbMode
+    late: bool  # runs in block L
+    root_only: bool  # only replica 0 (dp index 0) runs it
+
+
+@dataclass(frozen=True)
+class Block:
+    kind: str  # "F", "B" or "L"
+    mb: int  # micro-batch (0 for L)
+
+    def __str__(self) -> str:
+        return "L" if self.kind == "L" else f"{self.kind}{self.mb}"
+
+
+@dataclass
+class Group:
+    """Consecutive ops of one block of one stage that one actor per rank runs."""
+
+    stage: int
+    block: Block
+    ops: list[Op]
+    key: str
+    collective: bool = False
+
+
+@dataclass
+class ActorSpec:
+    """A compute actor before ids are final (``lower`` assembles the Plan)."""
+
+    name: str
+    core: int
+    stage: int
+    rank: int
+    block: Block
+    group: Group
+    instance: int  # micro-batch of its op instances (-1: a single instance)
+    flops: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
+    recompute_flops: int = 0
+
+
+@dataclass
+class CollInstance:
+    """One collective op run by one group of ranks for one micro-batch."""
+
+    op: Op
+    stage: int
+    block: Block
+    instance: int
+    axis: MeshAxis
+    ranks: tuple[int, ...]  # ranks of the group, in axis order
+    cores: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Item:
+    """An entry of a core's order: a compute actor or one rank of a collective."""
+
+    actor: int = -1  # index into Program.actors
+    coll: int = -1  # index into Program.collectives
+    member: int = -1  # position of this rank in the collective's group
+
+
+@dataclass
+class Program:
+    graph: Graph
+    plan: ParallelPlan
+    mesh: Mesh
+    sharding: ShardingResult
+    stages: StageAssignment
+    layout: Layout
+    info: dict[Op, OpInfo]
+    groups: list[Group]
+    actors: list[ActorSpec] = field(default_factory=list)
+    collectives: list[CollInstance] = field(default_factory=list)
+    items: dict[int, list[Item]] = field(default_factory=dict)  # core -> order
+    # (op, rank, instance) -> producing item (compute actor or collective member)
+    producer: dict[tuple[Op, int, int], Item] = field(default_factory=dict)
+    diagnostics: list[str] = field(default_factory=list)
+    users: dict[Value, list[Op]] = field(default_factory=dict)
+
+    @property
+    def microbatches(self) -> int:
+        return self.mesh.microbatches
+
+
+def degrees(mesh: Mesh) -> dict[MeshAxis, int]:
+    return mesh.degrees()
+
+
+def _mb_nonrep(s: Sharding) -> bool:
+    return not isinstance(s.get(MeshAxis.MB), Replicated)
+
+
+def classify(
+    graph: Graph, sharding: ShardingResult, stages: StageAssignment, plan: ParallelPlan
+) -> dict[Op, OpInfo]:
+    info: dict[Op, OpInfo] = {}
+    users = graph.users()
+    grad_coll = _gradient_collectives(graph, users)
+    for op in graph.ops:
+        if op.is_source:
+            continue
+        sh = sharding.ops.get(op)
+        per_mb = sh is not None and (
+            MeshAxis.MB in sh.divided
+            or any(_mb_nonrep(s) for s in sh.inputs)
+            or any(_mb_nonrep(sharding.of(r)) for r in op.results)
+        )
+        mode = MbMode.PER_MB if per_mb else MbMode.EARLY
+        root_only = False
+        if not per_mb:
+            for v in op.operands:
+                p = root_value(v).producer
+                if p is None or p.is_source:
+                    continue
+                pi = info[p]
+                if pi.mode is not MbMode.EARLY:
+                    mode = MbMode.LATE
+        for v in op.operands:
+            p = root_value(v).producer
+            if p is not None and not p.is_source and info[p].root_only and p.kind is not K.REDUCE:
+                root_only = True
+            if p is not None and p.kind is K.REDUCE and p.attrs.get("axis") == MeshAxis.DP.value:
+                root_only = True
+        if mode is MbMode.PER_MB:
+            for v in op.operands:
+                p = root_value(v).producer
+                if p is not None and not p.is_source and info[p].mode is MbMode.LATE:
+                    raise PlanError(
+                        f"%{op.results[0].name if op.results else op.kind.value} uses a value "
+                        "that needs every micro-batch, inside a micro-batch; use microbatches=1"
+                    )
+        late = mode is MbMode.LATE or op.phase is Phase.OPT or op in grad_coll
+        info[op] = OpInfo(op, stages.stage_of.get(op, 0), mode, late, root_only)
+    return info
+
+
+def _gradient_collectives(graph: Graph, users: dict[Value, list[Op]]) -> set[Op]:
+    """Collectives whose results only feed the optimizer (directly or through views
+    and further collectives): they belong with the optimizer in block L."""
+    out: set[Op] = set()
+    for op in reversed(graph.ops):
+        if op.kind not in COLLECTIVE:
+            continue
+        ok = True
+        stack = list(op.results)
+        while stack and ok:
+            v = stack.pop()
+            for u in users.get(v, []):
+                if u.phase is Phase.OPT or u in out:
+                    continue
+                if u.kind in VIEWS:
+                    stack.extend(u.results)
+                    continue
+                ok = False
+                break
+        if ok and any(users.get(r) for r in op.results):
+            out.add(op)
+    return out
+
+
+def _group_key(op: Op, gran: Granularity) -> str:
+    if gran is Granularity.LAYER:
+        return layer_key(op.prov.module)
+    if gran is Granularity.OP:
+        return f"{op.kind.value}#{id(op)}"
+    return op.prov.module
+
+
+def _stage_blocks(plan: ParallelPlan, stage: int) -> list[Block]:
+    m, p = plan.microbatches, plan.pp
+    f = [Block("F", k) for k in range(m)]
+    b = [Block("B", k) for k in range(m)]
+    if plan.schedule is PipelineSchedule.GPIPE:
+        return [*f, *b, Block("L", 0)]
+    warm = min(p - stage - 1, m)
+    out = f[:warm]
+    for k in range(m - warm):
+        out += [f[warm + k], b[k]]
+    out += b[m - warm :]
+    return [*out, Block("L", 0)]
+
+
+def make_groups(
+    graph: Graph, info: dict[Op, OpInfo], plan: ParallelPlan
+) -> dict[tuple[int, str, int], list[Group]]:
+    """Groups per (stage, block kind, micro-batch); F/B of micro-batch k > 0 hold only
+    per-micro-batch ops."""
+    users = graph.users()
+    out: dict[tuple[int, str, int], list[Group]] = {}
+    for s in range(plan.pp):
+        ops = [op for op in graph.ops if op in info and info[op].stage == s
+               and op.kind not in VIEWS]  # fmt: skip
+        for kind in ("F", "B", "L"):
+            for k in range(plan.microbatches if kind != "L" else 1):
+                sel = [op for op in ops if _in_block(info[op], kind, k)]
+                out[(s, kind, k)] = _cut(sel, s, Block(kind, k), info, users, plan)
+    return out
+
+
+def _in_block(oi: OpInfo, kind: str, k: int) -> bool:
+    if kind == "L":
+        return oi.late
+    if oi.late:
+        return False
+    phase_ok = oi.op.phase is (Phase.FWD if kind == "F" else Phase.BWD)
+    if not phase_ok:
+        return False
+    return oi.mode is MbMode.PER_MB or k == 0
+
+
+def _cut(
+    ops: Sequence[Op],
+    stage: int,
+    block: Block,
+    info: dict[Op, OpInfo],
+    users: dict[Value, list[Op]],
+    plan: ParallelPlan,
+) -> list[Group]:
+    groups: list[Group] = []
+    cur: Group | None = None
+    for op in ops:
+        if op.kind in COLLECTIVE:
+            groups.append(Group(stage, block, [op], op.prov.module, collective=True))
+            cur = None
+            continue
+        key = _group_key(op, plan.group)
+        receives = any(
+            (p := root_value(v).producer) is not None and not p.is_source
+            and (p.kind in COLLECTIVE or info[p].stage != stage or info[p].root_only != info[op].root_only)
+            for v in op.operands
+        )  # fmt: skip
+        if cur is None or cur.key != key or receives:
+            cur = Group(stage, block, [op], key)
+            groups.append(cur)
+        else:
+            cur.ops.append(op)
+        if _leaves_stage(op, stage, info, users):
+            cur = None
+    return groups
+
+
+def _leaves_stage(op: Op, stage: int, info: dict[Op, OpInfo], users: dict[Value, list[Op]]) -> bool:
+    stack = list(op.results)
+    while stack:
+        v = stack.pop()
+        for u in users.get(v, []):
+            if u.kind in VIEWS:
+                stack.extend(u.results)
+            elif u in info and (info[u].stage != stage or u.kind in COLLECTIVE):
+                return True
+    return False
+
+
+def build_program(
+    graph: Graph,
+    sharding: ShardingResult,
+    stages: StageAssignment,
+    plan: ParallelPlan,
+    layout: Layout,
+) -> Program:
+    mesh = sharding.mesh
+    info = classify(graph, sharding, stages, plan)
+    per_block = make_groups(graph, info, plan)
+    prog = Program(graph, plan, mesh, sharding, stages, layout, info,
+                   [g for gs in per_block.values() for g in gs], users=graph.users())  # fmt: skip
+    ranks = mesh.size
+    coll_index: dict[tuple[int, int, str, int, tuple[int, ...]], int] = {}
+    for s in range(plan.pp):
+        for r in range(ranks):
+            core = layout.core(s, r)
+            items = prog.items.setdefault(core, [])
+            dp_idx = mesh.index(r, MeshAxis.DP)
+            for block in _stage_blocks(plan, s):
+                for g in per_block[(s, block.kind, block.mb)]:
+                    ops = [op for op in g.ops if not info[op].root_only or dp_idx == 0]
+                    if not ops:
+                        continue
+                    inst = block.mb if (info[ops[0]].mode is MbMode.PER_MB and block.kind != "L") else -1
+                    if g.collective:
+                        items.append(_coll_item(prog, coll_index, g, s, r, inst, block))
+                        continue
+                    a = ActorSpec(
+                        name=_actor_name(g, s, r, block), core=core, stage=s, rank=r,
+                        block=block, group=Group(s, block, ops, g.key), instance=inst,
+                    )  # fmt: skip
+                    prog.actors.append(a)
+                    item = Item(actor=len(prog.actors) - 1)
+                    items.append(item)
+                    for op in ops:
+                        prog.producer[(op, r, inst)] = item
+    return prog
+
+
+def _coll_item(
+    prog: Program,
+    coll_index: dict[tuple[int, int, str, int, tuple[int, ...]], int],
+    g: Group,
+    stage: int,
+    rank: int,
+    inst: int,
+    block: Block,
+) -> Item:
+    op = g.ops[0]
+    axis = MeshAxis(str(op.attrs.get("axis")))
+    group = prog.mesh.group(rank, axis)
+    key = (id(op), stage, str(block), inst, group)
+    ci = coll_index.get(key)
+    if ci is None:
+        cores = tuple(prog.layout.core(stage, x) for x in group)
+        prog.collectives.append(CollInstance(op, stage, block, inst, axis, group, cores))
+        ci = coll_index[key] = len(prog.collectives) - 1
+    item = Item(coll=ci, member=group.index(rank))
+    prog.producer[(op, rank, inst)] = item
+    return item
+
+
+def _actor_name(g: Group, stage: int, rank: int, block: Block) -> str:
+    what = g.key or g.ops[0].prov.module or g.ops[0].kind.value
+    return f"s{stage}.r{rank}.{block}.{what}"
+
+
+__all__ = [
+    "ActorSpec",
+    "Block",
+    "CollInstance",
+    "Group",
+    "Item",
+    "MbMode",
+    "OpInfo",
+    "Program",
+    "build_program",
+    "classify",
+    "make_groups",
+]

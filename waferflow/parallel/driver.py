@@ -1,0 +1,221 @@
+"""``build_parallel_plan``: a traced step + a wafer + a plan -> an actor program.
+
+The steps, each also a pass (``waferflow.passes``): ``parallelize`` (shardings,
+stages), ``insert-collectives``, ``schedule`` (actors, per-core order),
+``lower-collectives`` (point-to-point messages: the ``Plan``), ``plan-memory``
+(liveness; refuse what does not fit). The state between them is a
+``ParallelState``, kept in the pass context under the pass names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from waferflow.errors import PlanError
+from waferflow.ir.graph import Graph, Op, Value
+from waferflow.ir.opkind import OpKind
+from waferflow.ir.plan import Plan, verify_plan
+from waferflow.ir.target.wafer import Wafer
+from waferflow.parallel.assemble import ActorMeta, CollectiveRecord, assemble
+from waferflow.parallel.build import Program, build_program
+from waferflow.parallel.insert import InsertedCollective, insert_collectives
+from waferflow.parallel.layout import Layout, strip_layout
+from waferflow.parallel.memory import MemoryReport, check_fits, plan_memory
+from waferflow.parallel.plan_spec import CollectiveAlgo, ParallelPlan, parse_plan
+from waferflow.parallel.propagate import ShardingResult, propagate
+from waferflow.parallel.stages import StageAssignment, assign_stages, layer_modes
+
+
+@dataclass
+class ParallelState:
+    """What the parallel passes hand each other (through ``PassContext.results``)."""
+
+    plan: ParallelPlan
+    wafer: Wafer
+    batch: int
+    sharding: ShardingResult
+    stages: StageAssignment
+    collectives: list[InsertedCollective] | None = None
+    layout: Layout | None = None
+    program: Program | None = None
+    actor_plan: Plan | None = None
+    meta: list[ActorMeta] | None = None
+    records: list[CollectiveRecord] = field(default_factory=list)
+    memory: MemoryReport | None = None
+    diagnostics: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ParallelResult:
+    """The actor program and what the lead needs to report on it."""
+
+    plan: Plan
+    memory: MemoryReport
+    spec: ParallelPlan
+    layout: Layout
+    graph: Graph  # the sharded graph, collectives inserted
+    stage_of_op: dict[str, int]  # first result name (or op kind#index) -> stage
+    shardings: dict[str, str]  # value name -> sharding, as text
+    collectives: tuple[CollectiveRecord, ...]
+    diagnostics: tuple[str, ...]
+    model_flops: int  # FLOPs of the unsharded step (the graph's total)
+
+    def summary(self) -> str:
+        lines = [
+            f"parallel plan {self.spec}: {len(self.plan.actors)} actors on "
+            f"{len(self.plan.cores)} cores, {len(self.plan.messages)} messages",
+            self.memory.summary(),
+        ]
+        if self.collectives:
+            by_kind: dict[str, int] = {}
+            for c in self.collectives:
+                by_kind[f"{c.kind}/{c.axis}/{c.algorithm}"] = (
+                    by_kind.get(f"{c.kind}/{c.axis}/{c.algorithm}", 0) + c.instances
+                )
+            lines.append(
+                "collectives: " + ", ".join(f"{k} x{n}" for k, n in sorted(by_kind.items()))
+            )
+        if self.diagnostics:
+            lines.append(f"{len(self.diagnostics)} diagnostic(s); first: {self.diagnostics[0]}")
+        return "\n".join(lines)
+
+
+def clone_graph(graph: Graph) -> Graph:
+    """A deep copy (new ops and values, same names): passes may then mutate it."""
+    g = Graph(graph.name)
+    vmap: dict[int, Value] = {}
+    for op in graph.ops:
+        new = g.add_op(
+            op.kind,
+            [vmap[id(v)] for v in op.operands],
+            [r.type for r in op.results],
+            attrs=op.attrs,
+            cost=op.cost,
+            phase=op.phase,
+            prov=op.prov,
+            names=[r.name for r in op.results],
+            exact_names=True,
+        )
+        for r, nr in zip(op.results, new.results, strict=True):
+            vmap[id(r)] = nr
+    g.set_outputs(vmap[id(v)] for v in graph.outputs)
+    return g
+
+
+def batch_size(graph: Graph, plan: ParallelPlan) -> int:
+    inputs = [op for op in graph.ops if op.kind is OpKind.INPUT and op.results[0].type.rank]
+    if not inputs:
+        if plan.dp > 1 or plan.microbatches > 1 or plan.layers:
+            raise PlanError(
+                f"@{graph.name} has no batched input; dp, micro-batches and per-layer "
+                "patterns need one (a tensor input whose dimension 0 is the batch)"
+            )
+        return 1
+    return inputs[0].results[0].type.shape[0]
+
+
+def parallelize(graph: Graph, wafer: Wafer, spec: ParallelPlan | str) -> ParallelState:
+    plan = parse_plan(spec)
+    if plan.num_ranks > wafer.num_alive:
+        raise PlanError(
+            f"plan {plan} needs {plan.num_ranks} cores ({plan.ranks_per_stage} per stage x "
+            f"pp={plan.pp}) but wafer {wafer.name!r} has {wafer.num_alive} alive cores"
+        )
+    batch = batch_size(graph, plan)
+    if plan.layers and batch % plan.ways:
+        raise PlanError(f"ways={plan.ways} does not divide the batch {batch}")
+    modes = layer_modes(graph, plan)
+    sharding = propagate(graph, plan.mesh(), batch=batch, modes=modes)
+    stages = assign_stages(graph, wafer, plan)
+    return ParallelState(plan, wafer, batch, sharding, stages, diagnostics=list(sharding.notes))
+
+
+def schedule(graph: Graph, state: ParallelState, layout: Layout | None = None) -> Program:
+    plan = state.plan
+    if layout is None:
+        layout = strip_layout(state.wafer, plan.pp, plan.ranks_per_stage, plan.mesh().dims[-1])
+    layout.check(state.wafer, plan.pp, plan.ranks_per_stage)
+    state.layout = layout
+    prog = build_program(graph, state.sharding, state.stages, plan, layout)
+    state.program = prog
+    return prog
+
+
+def lower(state: ParallelState, algo: CollectiveAlgo | None = None) -> Plan:
+    assert state.program is not None
+    done = assemble(state.program, state.wafer, algo)
+    verify_plan(done.plan, state.wafer)
+    state.actor_plan, state.meta, state.records = done.plan, done.meta, done.collectives
+    state.diagnostics += [d for d in done.diagnostics if d not in state.diagnostics]
+    return done.plan
+
+
+def memory(state: ParallelState, *, check: bool = True) -> MemoryReport:
+    assert state.actor_plan is not None and state.meta is not None
+    report = plan_memory(
+        state.actor_plan, state.meta, state.wafer, recompute=state.plan.recompute,
+        plan_name=str(state.plan),
+    )  # fmt: skip
+    state.memory = report
+    if check:
+        check_fits(report)
+    return report
+
+
+def build_parallel_plan(
+    graph: Graph,
+    wafer: Wafer,
+    spec: ParallelPlan | str,
+    *,
+    seed: int = 0,
+    layout: Layout | None = None,
+    check_memory: bool = True,
+) -> ParallelResult:
+    """Shard ``graph`` (a traced step; left untouched) over ``wafer`` as ``spec`` says.
+
+    Raises ``PlanError`` for a plan the model or wafer cannot take (a degree that
+    does not divide the batch / heads / hidden size / channels, more ranks than
+    alive cores, a pattern of the wrong length) and, unless ``check_memory=False``,
+    for a plan that does not fit in SRAM (with needed vs available bytes of the
+    worst cores). ``seed`` is accepted for interface stability: the construction is
+    deterministic and uses no randomness.
+    """
+    del seed
+    g = clone_graph(graph)
+    model_flops = graph.total_cost().flops
+    state = parallelize(g, wafer, spec)
+    state.collectives = insert_collectives(g, state.sharding, state.stages, state.plan)
+    schedule(g, state, layout)
+    plan = lower(state)
+    report = memory(state, check=check_memory)
+    assert state.layout is not None
+    return ParallelResult(
+        plan=plan,
+        memory=report,
+        spec=state.plan,
+        layout=state.layout,
+        graph=g,
+        stage_of_op={_op_name(op, i): s for i, op in enumerate(g.ops)
+                     if (s := state.stages.stage_of.get(op)) is not None},  # fmt: skip
+        shardings={k: str(v) for k, v in state.sharding.values.items()},
+        collectives=tuple(state.records),
+        diagnostics=tuple(state.diagnostics),
+        model_flops=model_flops,
+    )
+
+
+def _op_name(op: Op, i: int) -> str:
+    return op.results[0].name if op.results else f"{op.kind.value}#{i}"
+
+
+__all__ = [
+    "ParallelResult",
+    "ParallelState",
+    "batch_size",
+    "build_parallel_plan",
+    "clone_graph",
+    "lower",
+    "memory",
+    "parallelize",
+    "schedule",
+]

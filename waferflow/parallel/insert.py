@@ -1,0 +1,189 @@
+"""Turn the conversions of a sharding into collective ops in the graph.
+
+Every conversion found by propagation (an operand that must change placement along
+``dp`` or ``tp``) becomes an op right after the value's producer:
+
+======================  ==================  ===========================================
+from -> to              op                  note
+======================  ==================  ===========================================
+partial -> replicated   ``all_reduce``      ``reduce`` to replica 0 for gradients when
+                                            ``grad-reduce=root``
+split -> replicated     ``all_gather``
+partial -> split        ``reduce_scatter``
+split -> other split    ``all_to_all``
+======================  ==================  ===========================================
+
+Attributes: ``axis`` (dp / tp), ``src`` / ``dst`` (the placements, as text) and, for
+``reduce``, ``root=0``. Consumers that need the same conversion of the same value
+share one collective; a consumer needing several axes gets a chain (dp first, then
+tp). Along ``mb`` there is no op: a partial sum over micro-batches is accumulated
+in place, and its consumer simply runs after the last micro-batch.
+
+A softmax over a split dimension is followed by an ``all_reduce`` with
+``stats_dim`` set: the ranks exchange the per-row max and sum, not the tensor.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from waferflow.ir.graph import Attrs, Cost, Graph, Op, Phase, Value
+from waferflow.ir.opkind import OpKind
+from waferflow.ir.sharding import MeshAxis, Partial, Placement, Replicated, Sharding, Split
+from waferflow.parallel.plan_spec import GradReduce, ParallelPlan
+from waferflow.parallel.propagate import Conversion, OpSharding, ShardingResult
+from waferflow.parallel.stages import StageAssignment, root_value
+
+K = OpKind
+_AXIS_ORDER = (MeshAxis.MB, MeshAxis.DP, MeshAxis.TP)
+
+
+@dataclass(frozen=True)
+class InsertedCollective:
+    op: Op
+    axis: MeshAxis
+    src: Placement
+    dst: Placement
+    stats_dim: int | None = None
+
+
+def placement_text(p: Placement) -> str:
+    if isinstance(p, Split):
+        return f"S{p.dim}/{p.block}"
+    return "P" if isinstance(p, Partial) else "R"
+
+
+def _kind(src: Placement, dst: Placement, axis: MeshAxis, to_root: bool) -> OpKind:
+    if isinstance(src, Partial) and isinstance(dst, Replicated):
+        return K.REDUCE if to_root else K.ALL_REDUCE
+    if isinstance(src, Split) and isinstance(dst, Replicated):
+        return K.ALL_GATHER
+    if isinstance(src, Partial) and isinstance(dst, Split):
+        return K.REDUCE_SCATTER
+    return K.ALL_TO_ALL
+
+
+def insert_collectives(
+    graph: Graph, sharding: ShardingResult, stages: StageAssignment, plan: ParallelPlan
+) -> list[InsertedCollective]:
+    """Insert the collectives (mutating ``graph``, ``sharding`` and ``stages``)."""
+    by_use: dict[tuple[Op, int], list[Conversion]] = {}
+    for c in sharding.conversions:
+        by_use.setdefault((c.op, c.operand), []).append(c)
+    made: dict[tuple[int, MeshAxis, Placement, Placement, Placement | None], Value] = {}
+    inserted: list[InsertedCollective] = []
+    for (consumer, i), convs in by_use.items():
+        convs.sort(key=lambda c: _AXIS_ORDER.index(c.axis))
+        v = consumer.operands[i]
+        to_opt = consumer.phase is Phase.OPT
+        mb = next((c.dst for c in convs if c.axis is MeshAxis.MB), None)
+        for c in convs:
+            if c.axis is MeshAxis.MB:
+                continue  # accumulated in place across micro-batches
+            key = (id(v), c.axis, c.src, c.dst, mb)
+            new = made.get(key)
+            if new is None:
+                to_root = to_opt and c.axis is MeshAxis.DP and plan.grad_reduce is GradReduce.ROOT
+                new = _add(graph, sharding, stages, v, c, mb, to_root, inserted)
+                made[key] = new
+            v = new
+            mb = None  # accumulated once, before the first collective of the chain
+        if v is not consumer.operands[i]:
+            ops = list(consumer.operands)
+            ops[i] = v
+            consumer.operands = tuple(ops)
+    for op in list(graph.ops):
+        info = sharding.ops.get(op)
+        if info is None:
+            continue
+        for axis, dim in info.stats:
+            _add_stats(graph, sharding, stages, op, axis, dim, inserted)
+    return inserted
+
+
+def _after_producer(graph: Graph, new: Op, v: Value) -> None:
+    """Move ``new`` right after the op producing ``v`` (the graph stays topological)."""
+    prod = v.producer
+    pos = graph.ops.index(prod) + 1 if prod is not None else 0
+    graph.ops.remove(new)
+    graph.ops.insert(pos, new)
+
+
+def _stage_of_value(stages: StageAssignment, v: Value) -> int:
+    prod = root_value(v).producer
+    if prod is None or prod.is_source:
+        prod = v.producer
+    return stages.stage_of.get(prod, 0) if prod is not None else 0
+
+
+def _add(
+    graph: Graph,
+    sharding: ShardingResult,
+    stages: StageAssignment,
+    v: Value,
+    c: Conversion,
+    mb: Placement | None,
+    to_root: bool,
+    inserted: list[InsertedCollective],
+) -> Value:
+    kind = _kind(c.src, c.dst, c.axis, to_root)
+    attrs = {"axis": c.axis.value, "src": placement_text(c.src), "dst": placement_text(c.dst)}
+    if kind is K.REDUCE:
+        attrs["root"] = 0
+    prod = v.producer
+    phase = prod.phase if prod is not None else Phase.FWD
+    op = graph.add_op(
+        kind,
+        [v],
+        [v.type],
+        attrs=Attrs.of(attrs),
+        cost=Cost(0, v.type.nbytes, v.type.nbytes),
+        phase=phase,
+        prov=prod.prov if prod is not None else None,
+        names=[f"{v.name}.{c.axis.value}_{kind.value}"],
+    )
+    _after_producer(graph, op, v)
+    before = sharding.of(v)
+    # the input as the collective sees it: accumulated over micro-batches if asked
+    seen = before.with_(MeshAxis.MB, mb) if mb is not None else before
+    seen = seen.with_(c.axis, c.src)
+    sharding.values[op.results[0].name] = seen.with_(c.axis, c.dst)
+    sharding.ops[op] = OpSharding(inputs=(seen,), divided=frozenset())
+    stages.stage_of[op] = _stage_of_value(stages, v)
+    inserted.append(InsertedCollective(op, c.axis, c.src, c.dst))
+    return op.results[0]
+
+
+def _add_stats(
+    graph: Graph,
+    sharding: ShardingResult,
+    stages: StageAssignment,
+    op: Op,
+    axis: MeshAxis,
+    dim: int,
+    inserted: list[InsertedCollective],
+) -> None:
+    v = op.results[0]
+    users = [u for u in graph.ops if any(x is v for x in u.operands)]
+    attrs = {"axis": axis.value, "src": "P", "dst": "R", "stats_dim": dim}
+    new = graph.add_op(
+        K.ALL_REDUCE,
+        [v],
+        [v.type],
+        attrs=Attrs.of(attrs),
+        phase=op.phase,
+        prov=op.prov,
+        names=[f"{v.name}.{axis.value}_stats"],
+    )
+    _after_producer(graph, new, v)
+    for u in users:
+        u.operands = tuple(new.results[0] if x is v else x for x in u.operands)
+    graph.outputs = [new.results[0] if x is v else x for x in graph.outputs]
+    s: Sharding = sharding.of(v)
+    sharding.values[new.results[0].name] = s
+    sharding.ops[new] = OpSharding(inputs=(s,), divided=frozenset())
+    stages.stage_of[new] = stages.stage_of.get(op, 0)
+    inserted.append(InsertedCollective(new, axis, s.get(axis), s.get(axis), dim))
+
+
+__all__ = ["InsertedCollective", "insert_collectives", "placement_text"]

@@ -1,0 +1,120 @@
+"""Where each rank of a parallel plan runs: ``Layout`` maps (stage, rank) to a core.
+
+Ranks of a stage are numbered row-major over the stage's mesh (``dp`` major, ``tp``
+minor), so a tensor-parallel group is a run of consecutive ranks. The default
+layout (``strip_layout``) is simple and deterministic, a stand-in until the mapper
+fills the same table:
+
+* each stage is a vertical strip as wide as a tensor-parallel group, stages side by
+  side from the left (wrapping into further bands of rows when they do not fit);
+* within a strip a tensor-parallel group is one row, data-parallel replicas are
+  stacked downwards; dead cores are skipped (the strip grows downwards);
+* when strips do not fit the wafer, ranks follow a boustrophedon walk of the alive
+  cores, stage after stage.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from waferflow.errors import PlanError
+from waferflow.ir.target.wafer import Wafer
+
+
+@dataclass(frozen=True)
+class Layout:
+    """``cores[stage][rank]`` is the core id (row-major) running that rank."""
+
+    cores: tuple[tuple[int, ...], ...]
+    kind: str = "strips"
+
+    def core(self, stage: int, rank: int) -> int:
+        return self.cores[stage][rank]
+
+    @property
+    def num_stages(self) -> int:
+        return len(self.cores)
+
+    def all_cores(self) -> list[int]:
+        return [c for stage in self.cores for c in stage]
+
+    def check(self, wafer: Wafer, pp: int, ranks: int) -> None:
+        """Raise PlanError unless every (stage, rank) has its own alive core."""
+        if len(self.cores) != pp or any(len(s) != ranks for s in self.cores):
+            raise PlanError(
+                f"layout lists {[len(s) for s in self.cores]} ranks per stage; the plan has "
+                f"{pp} stage(s) of {ranks} rank(s)"
+            )
+        flat = self.all_cores()
+        if len(set(flat)) != len(flat):
+            raise PlanError("layout puts two ranks on the same core; give each rank its own")
+        for c in flat:
+            coord = divmod(c, wafer.cols)
+            if not 0 <= c < wafer.num_cores or coord in wafer.dead_cores:
+                raise PlanError(f"layout uses core {coord}, which is not an alive core of {wafer.name}")
+
+    def describe(self, wafer: Wafer) -> str:
+        lines = [f"layout ({self.kind}):"]
+        for s, ranks in enumerate(self.cores):
+            coords = ", ".join(f"{divmod(c, wafer.cols)}" for c in ranks)
+            lines.append(f"  stage {s}: {coords}")
+        return "\n".join(lines)
+
+
+def snake(wafer: Wafer) -> list[int]:
+    """Alive core ids in boustrophedon order (row 0 left to right, row 1 back, ...)."""
+    dead = wafer.dead_cores
+    out: list[int] = []
+    for r in range(wafer.rows):
+        cols = range(wafer.cols) if r % 2 == 0 else range(wafer.cols - 1, -1, -1)
+        out.extend(r * wafer.cols + c for c in cols if (r, c) not in dead)
+    return out
+
+
+def strip_layout(wafer: Wafer, pp: int, ranks: int, width: int) -> Layout:
+    """The default layout (module docstring); ``width`` is the tensor-parallel degree
+    (the size of the innermost mesh dimension)."""
+    need = pp * ranks
+    if need > wafer.num_alive:
+        raise PlanError(
+            f"the plan needs {need} cores ({pp} stage(s) x {ranks} rank(s)) but wafer "
+            f"{wafer.name!r} has {wafer.num_alive} alive; lower dp x tp x pp or use a bigger "
+            "wafer"
+        )
+    width = max(1, width)
+    strips = _strips(wafer, pp, ranks, width)
+    if strips is not None:
+        return Layout(strips, "strips")
+    order = snake(wafer)
+    return Layout(
+        tuple(tuple(order[s * ranks : (s + 1) * ranks]) for s in range(pp)), "snake"
+    )
+
+
+def _strips(wafer: Wafer, pp: int, ranks: int, width: int) -> tuple[tuple[int, ...], ...] | None:
+    if width > wafer.cols:
+        return None
+    per_band = wafer.cols // width
+    dead = wafer.dead_cores
+    out: list[tuple[int, ...]] = []
+    top = 0
+    for band_start in range(0, pp, per_band):
+        bottom = top
+        for s in range(band_start, min(pp, band_start + per_band)):
+            c0 = (s - band_start) * width
+            cores: list[int] = []
+            r = top
+            while len(cores) < ranks:
+                if r >= wafer.rows:
+                    return None
+                cores.extend(
+                    r * wafer.cols + c for c in range(c0, c0 + width) if (r, c) not in dead
+                )
+                r += 1
+            out.append(tuple(cores[:ranks]))
+            bottom = max(bottom, r)
+        top = bottom
+    return tuple(out)
+
+
+__all__ = ["Layout", "snake", "strip_layout"]

@@ -1,0 +1,270 @@
+"""``plan-memory``: per-core liveness of a parallel plan, and the fit check.
+
+A core runs its actors one after another (the plan's order), so liveness is exact
+at the grain of actors:
+
+* **resident** for the whole step: the sources its actors use (their shard): weights,
+  optimizer state (buffers the optimizer reads: AdamW's two moments), inputs;
+* **buffers**: every value an actor produces lives from that actor to the last actor
+  on the core that reads it (the producer alone when it is only sent away); a value
+  received from another core lives from its first reader to its last; gradients
+  accumulated over micro-batches are one buffer from the first micro-batch's
+  producer to the optimizer. So GPipe holds every micro-batch's activations until
+  its backward, 1F1B at most ``p - s`` of them on stage ``s``;
+* with **recompute**, a forward value is freed after its forward readers and lives
+  again from the first backward reader of its micro-batch (whose actor carries the
+  recomputed FLOPs); the stage's received inputs are kept.
+
+Approximations: a buffer is allocated whole at its producer's start (no finer
+grain inside an actor); received values are allocated when first read, not when they
+arrive (the simulator's ``peak_mem_bytes`` counts arrival); no allocator
+fragmentation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from waferflow.errors import PlanError
+from waferflow.ir.plan import Plan
+from waferflow.ir.target.wafer import Coord, Wafer
+from waferflow.parallel.assemble import ActorMeta
+
+CATEGORIES = ("weights", "optimizer", "inputs", "gradients", "activations")
+
+
+def fmt_bytes(n: float) -> str:
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(n) >= size:
+            return f"{n / size:.2f} {unit}"
+    return f"{int(n)} B"
+
+
+@dataclass(frozen=True)
+class CoreMemory:
+    core: int
+    coord: Coord
+    peak_bytes: int
+    capacity_bytes: int
+    breakdown: tuple[tuple[str, int], ...]  # bytes per category at the peak
+    peak_actor: str = ""
+    stage: int = -1
+
+    @property
+    def fits(self) -> bool:
+        return self.peak_bytes <= self.capacity_bytes
+
+    @property
+    def overflow(self) -> int:
+        return self.peak_bytes - self.capacity_bytes
+
+    def part(self, category: str) -> int:
+        return dict(self.breakdown).get(category, 0)
+
+    def describe(self) -> str:
+        parts = ", ".join(f"{c} {fmt_bytes(b)}" for c, b in self.breakdown if b)
+        return (
+            f"core {self.coord} (stage {self.stage}): needs {fmt_bytes(self.peak_bytes)} "
+            f"({parts or 'nothing'}), has {fmt_bytes(self.capacity_bytes)}"
+        )
+
+
+@dataclass(frozen=True)
+class MemoryReport:
+    cores: tuple[CoreMemory, ...]
+    recompute: bool = False
+    plan_name: str = ""
+    wafer_name: str = ""
+    suggestions: tuple[str, ...] = field(default=())
+
+    @property
+    def fits(self) -> bool:
+        return all(c.fits for c in self.cores)
+
+    @property
+    def peak_bytes(self) -> int:
+        return max((c.peak_bytes for c in self.cores), default=0)
+
+    def offenders(self, k: int = 5) -> list[CoreMemory]:
+        bad = [c for c in self.cores if not c.fits]
+        return sorted(bad, key=lambda c: (-c.overflow, c.core))[:k]
+
+    def top(self, k: int = 5) -> list[CoreMemory]:
+        return sorted(self.cores, key=lambda c: (-c.peak_bytes, c.core))[:k]
+
+    def table(self, k: int = 8) -> str:
+        """The ``k`` fullest cores: peak and what it is made of."""
+        head = ["core", "stage", "peak", "capacity", *CATEGORIES]
+        rows = [head]
+        for c in self.top(k):
+            rows.append([str(c.coord), str(c.stage), fmt_bytes(c.peak_bytes),
+                         fmt_bytes(c.capacity_bytes), *(fmt_bytes(c.part(x)) for x in CATEGORIES)])  # fmt: skip
+        widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+        lines = ["  ".join(x.rjust(w) for x, w in zip(r, widths, strict=True)) for r in rows]
+        more = len(self.cores) - min(k, len(self.cores))
+        if more > 0:
+            lines.append(f"... and {more} more core(s)")
+        return "\n".join(lines)
+
+    def summary(self) -> str:
+        state = "fits" if self.fits else "DOES NOT FIT"
+        used = sum(c.peak_bytes for c in self.cores)
+        return (
+            f"memory: {state}; peak {fmt_bytes(self.peak_bytes)} per core "
+            f"({'recompute' if self.recompute else 'no recompute'}), "
+            f"{fmt_bytes(used)} over {len(self.cores)} cores"
+        )
+
+    def refusal(self, k: int = 5) -> str:
+        bad = [c for c in self.cores if not c.fits]
+        lines = [
+            f"plan {self.plan_name} does not fit wafer {self.wafer_name!r}: {len(bad)} of "
+            f"{len(self.cores)} cores need more SRAM than they have; the worst:"
+        ]
+        lines += [f"  {c.describe()}" for c in self.offenders(k)]
+        lines.append("  " + ("; ".join(self.suggestions) if self.suggestions else ""))
+        return "\n".join(x for x in lines if x.strip())
+
+
+def _suggest(report_cores: Sequence[CoreMemory], recompute: bool) -> tuple[str, ...]:
+    worst = max(report_cores, key=lambda c: c.overflow)
+    tips = []
+    fixed = worst.part("weights") + worst.part("optimizer") + worst.part("gradients")
+    if fixed > worst.capacity_bytes:
+        tips.append("weights, gradients and optimizer state alone exceed a core: raise tp or pp")
+    if worst.part("activations") > 0 and not recompute:
+        tips.append("try recompute=true, schedule=1f1b or fewer micro-batches in flight")
+    tips.append("or plan on a coarser view of the wafer (--coarsen K: K x K cores per node)")
+    return tuple(tips)
+
+
+def plan_memory(
+    plan: Plan,
+    meta: Sequence[ActorMeta],
+    wafer: Wafer,
+    *,
+    recompute: bool = False,
+    plan_name: str = "",
+) -> MemoryReport:
+    """Peak bytes per core of ``plan`` (see the module docstring)."""
+    cores: list[CoreMemory] = []
+    for core, ids in plan.order:
+        if not ids:
+            continue
+        cores.append(_core(core, ids, plan, meta, wafer, recompute))
+    bad = [c for c in cores if not c.fits]
+    tips = _suggest(bad, recompute) if bad else ()
+    return MemoryReport(tuple(cores), recompute, plan_name or plan.name, wafer.name, tips)
+
+
+def _core(
+    core: int,
+    ids: Sequence[int],
+    plan: Plan,
+    meta: Sequence[ActorMeta],
+    wafer: Wafer,
+    recompute: bool,
+) -> CoreMemory:
+    resident: dict[str, tuple[int, str]] = {}
+    size: dict[tuple, int] = {}
+    cat: dict[tuple, str] = {}
+    alloc: dict[tuple, int] = {}
+    made_in_f: set[tuple] = set()
+    uses: dict[tuple, list[tuple[int, bool]]] = {}  # key -> (position, in a backward block)
+    for pos, aid in enumerate(ids):
+        m = meta[aid]
+        backward = m.block.startswith("B")
+        for name, nbytes, c in m.resident:
+            old = resident.get(name)
+            if old is None or old[0] < nbytes:
+                resident[name] = (nbytes, c)
+        for key, nbytes, c in m.produces:
+            if key not in alloc:
+                alloc[key] = pos
+                cat[key] = c
+                if m.block.startswith("F"):
+                    made_in_f.add(key)
+            size[key] = max(size.get(key, 0), nbytes)
+            uses.setdefault(key, []).append((pos, backward))
+        for key in m.uses:
+            if key not in alloc:
+                nbytes = m.received.get(key)
+                if nbytes is None:
+                    continue  # produced elsewhere and not held here
+                alloc[key] = pos
+                size[key] = nbytes
+                cat[key] = "activations"
+            uses.setdefault(key, []).append((pos, backward))
+    events: list[tuple[int, int, str]] = []  # (position, +/- bytes, category)
+    for key, start in alloc.items():
+        spans = _spans(start, uses.get(key, []), recompute and key in made_in_f)
+        for a, b in spans:
+            events.append((a, size[key], cat[key]))
+            events.append((b + 1, -size[key], cat[key]))
+    events.sort(key=lambda e: (e[0], e[1]))
+    live = 0
+    by_cat = dict.fromkeys(CATEGORIES, 0)
+    best = 0
+    best_cat = dict(by_cat)
+    best_pos = 0
+    i = 0
+    while i < len(events):
+        pos = events[i][0]
+        while i < len(events) and events[i][0] == pos:
+            _, d, c = events[i]
+            live += d
+            by_cat[c] = by_cat.get(c, 0) + d
+            i += 1
+        if live > best:
+            best, best_cat, best_pos = live, dict(by_cat), pos
+    res_total = sum(b for b, _ in resident.values())
+    breakdown = dict(best_cat)
+    for nbytes, c in resident.values():
+        breakdown[c] = breakdown.get(c, 0) + nbytes
+    coord = divmod(core, wafer.cols)
+    stage = plan.actors[ids[0]].stage
+    peak_actor = plan.actors[ids[min(best_pos, len(ids) - 1)]].name if ids else ""
+    return CoreMemory(
+        core=core,
+        coord=coord,
+        peak_bytes=res_total + best,
+        capacity_bytes=wafer.core_sram_bytes(coord),
+        breakdown=tuple((c, breakdown.get(c, 0)) for c in CATEGORIES),
+        peak_actor=peak_actor,
+        stage=stage,
+    )
+
+
+def _spans(
+    start: int, uses: list[tuple[int, bool]], split: bool
+) -> list[tuple[int, int]]:
+    """Intervals of positions a buffer is live (two with recompute: forward, backward)."""
+    if not uses:
+        return [(start, start)]
+    last = max(p for p, _ in uses)
+    if not split:
+        return [(start, last)]
+    fwd = [p for p, b in uses if not b]
+    bwd = [p for p, b in uses if b]
+    if not bwd:
+        return [(start, last)]
+    spans = [(start, max(fwd) if fwd else start)]
+    spans.append((min(bwd), max(bwd)))
+    return spans
+
+
+def check_fits(report: MemoryReport) -> None:
+    """Raise PlanError with the needed vs available bytes of the worst cores."""
+    if not report.fits:
+        raise PlanError(report.refusal())
+
+
+__all__ = [
+    "CATEGORIES",
+    "CoreMemory",
+    "MemoryReport",
+    "check_fits",
+    "fmt_bytes",
+    "plan_memory",
+]
