@@ -136,6 +136,9 @@ def prepare(plan: Plan, wafer: Wafer, config: SimConfig) -> Prepared:
 
     single_die = wafer.die_rows == 1 and wafer.die_cols == 1
     d2d_spec = wafer.d2d_link is not None
+    # a ragged coarse view has narrower links on its last row / column (Wafer.link_spec)
+    ragged = bool(wafer.fine_rows or wafer.fine_cols)
+    link_bw: list[float] = []
 
     def links_of(path: list[int]) -> tuple[tuple[int, ...], tuple[bool, ...]]:
         """Link indices along ``path`` and, per hop, whether it uses the d2d spec."""
@@ -151,6 +154,8 @@ def prepare(plan: Plan, wafer: Wafer, config: SimConfig) -> Prepared:
                 link_d2d.append(
                     not single_die and crosses_die(wafer, divmod(a, cols), divmod(b, cols))
                 )
+                if ragged:
+                    link_bw.append(wafer.link_spec(divmod(a, cols), divmod(b, cols)).bandwidth)
             idx.append(li)
         if single_die or not d2d_spec:
             return tuple(idx), (False,) * len(idx)
@@ -189,7 +194,11 @@ def prepare(plan: Plan, wafer: Wafer, config: SimConfig) -> Prepared:
             links, kinds = cached
         n, full, last = packetize(m.bytes, flow.packet_bytes, flow.header_packets)
         h = len(links)
-        if True in kinds:
+        if ragged:
+            msg_sf[m.id] = tuple(duration_ps(full, link_bw[li]) for li in links)
+            msg_sl[m.id] = tuple(duration_ps(last, link_bw[li]) for li in links)
+            msg_lat[m.id] = tuple(lat_d2d if k else lat_on for k in kinds)
+        elif True in kinds:
             msg_sf[m.id] = tuple(ser(k, full) for k in kinds)
             msg_sl[m.id] = tuple(ser(k, last) for k in kinds)
             msg_lat[m.id] = tuple(lat_d2d if k else lat_on for k in kinds)

@@ -126,11 +126,13 @@ class Sharding:
 def shard_shape(
     shape: Sequence[int], sharding: Sharding, degrees: dict[MeshAxis, int]
 ) -> tuple[int, ...]:
-    """The shape one rank holds (each split dimension divided by its axis degree)."""
+    """The shape the largest share holds: each split dimension divided by its axis
+    degree, rounded up (a padded split, e.g. a vocabulary that the degree does not
+    divide, leaves the last rank a smaller share)."""
     out = list(shape)
     for a, p in sharding.placements:
         if isinstance(p, Split):
-            out[p.dim] //= degrees.get(a, 1)
+            out[p.dim] = -(-out[p.dim] // degrees.get(a, 1))
     return tuple(out)
 
 
@@ -192,6 +194,10 @@ def map_split_view(
     for ga, gb in groups:
         if split.dim not in ga:
             continue
+        big_a = [d for d in ga if src[d] > 1]
+        big_b = [d for d in gb if dst[d] > 1]
+        if big_a == [split.dim] and len(big_b) == 1:
+            return Split(big_b[0], split.block)  # only unit dims change: any split survives
         stride = _strides(src, ga)[ga.index(split.dim)]
         flat = stride * split.block  # block size in the flattened group
         for k, t in zip(gb, _strides(dst, gb), strict=True):

@@ -55,10 +55,11 @@ def describe(w: Wafer) -> str:
 
     row("grid", f"{w.rows} x {w.cols} = {fmt_count(w.num_cores)} cores, {w.topology.value}")
     if k > 1:
-        row(
-            "coarse view",
-            f"{k} x {k} fine cores per node ({fmt_count(w.num_cores * k * k)} fine cores)",
-        )
+        fr, fc = w.fine_shape
+        fine = f"{fmt_count(fr * fc)} fine cores"
+        if w.fine_rows or w.fine_cols:  # k does not divide the fine grid
+            fine = f"{fr} x {fc} = {fine}; the last row / column of nodes is ragged"
+        row("coarse view", f"{k} x {k} fine cores per node ({fine})")
     row("dies", f"{w.die_rows} x {w.die_cols} = {w.num_dies}, {dh} x {dw} cores each")
     row("clock", fmt_si(w.clock_hz, "Hz", 4))
     listed = dict(w.peak_flops)
@@ -86,8 +87,10 @@ def describe(w: Wafer) -> str:
     )
     row("links", f"{fmt_count(w.num_links())} usable directed links")
     faults = f"{fmt_count(len(w.dead_cores))} dead cores, {fmt_count(len(w.dead_links))} dead links"
-    if w.partial_cores:
-        faults += f", {fmt_count(len(w.partial_cores))} partly dead nodes"
+    # ragged nodes are listed in partial_cores too; only those missing fine cores are faults
+    partly = sum(1 for c, n in w.partial_cores if n < w.node_shape(c)[0] * w.node_shape(c)[1])
+    if partly:
+        faults += f", {fmt_count(partly)} partly dead nodes"
     row("faults", faults)
     row("flow control", _flow(w.flow))
     row("source", w.source or "(not given)")

@@ -14,6 +14,8 @@ Schema (every table and key; ``presets/example.toml`` is a commented example)::
     sram_bytes = 1048576     # bytes per core (an integer)
     sram_bandwidth = 1e12    # bytes/s per core
     coarsen_factor = 1       # k when the file describes a k x k coarse view
+    fine_rows = 0            # coarse views whose k does not divide the fine grid: its
+    fine_cols = 0            #   rows / cols (0 = rows * k, cols * k)
     source = "..."           # where the figures come from
 
     [wafer.peak_flops]       # FLOP/s per core, by dtype (f32, bf16, f16, f64, i8, ...)
@@ -98,6 +100,8 @@ _SCHEMA: dict[str, Any] = {
         "sram_bytes": None,
         "sram_bandwidth": None,
         "coarsen_factor": None,
+        "fine_rows": None,
+        "fine_cols": None,
         "source": None,
         "peak_flops": "dtypes",
     },
@@ -395,6 +399,8 @@ def _build(
         dead_links=frozenset(dead_links),
         flow=flow,
         coarsen_factor=_int(wt.get("coarsen_factor", 1), "wafer.coarsen_factor"),
+        fine_rows=_int(wt.get("fine_rows", 0), "wafer.fine_rows"),
+        fine_cols=_int(wt.get("fine_cols", 0), "wafer.fine_cols"),
         source=_str(source, "wafer.source"),
         partial_cores=tuple(partial),
     )
@@ -441,6 +447,10 @@ def wafer_to_doc(w: Wafer) -> dict[str, Any]:
     }
     if w.coarsen_factor != 1:
         wafer["coarsen_factor"] = w.coarsen_factor
+    if w.fine_rows:
+        wafer["fine_rows"] = w.fine_rows
+    if w.fine_cols:
+        wafer["fine_cols"] = w.fine_cols
     wafer["source"] = w.source
     wafer["peak_flops"] = {d.value: rate for d, rate in w.peak_flops}
     doc: dict[str, Any] = {
