@@ -19,6 +19,7 @@ append an :class:`Instance` to :func:`instances`.
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 import sys
 from collections.abc import Callable
@@ -119,10 +120,12 @@ def pipeline(
             work += head_flops
         groups.append(Group(f"stage{s}", work, int(params[s] * scale)))
     act = 2.0 * tokens * d_model  # bf16 activations
-    flows = [Flow(s, s + 1, act) for s in range(stages - 1)] + [Flow(s + 1, s, act) for s in range(stages - 1)]
+    flows = [Flow(s, s + 1, act) for s in range(stages - 1)] + [
+        Flow(s + 1, s, act) for s in range(stages - 1)
+    ]
     dead: frozenset[tuple[int, int]] = frozenset()
     if dead_fraction > 0:
-        k = int(round(dead_fraction * rows * cols))
+        k = round(dead_fraction * rows * cols)
         cells = rng.choice(rows * cols, size=k, replace=False)
         dead = frozenset((int(c) // cols, int(c) % cols) for c in cells)
     weights = ObjectiveWeights.seconds(LINK_BW, D2D_BW if dies > 1 else None, parallel_links=rows)
@@ -144,7 +147,7 @@ def layered_graph(n: int, rows: int, cols: int, seed: int = 0) -> AssignProblem:
     width = max(2, round(math.sqrt(n)))
     layers = [list(range(i, min(n, i + width))) for i in range(0, n, width)]
     flows = []
-    for prev, cur in zip(layers, layers[1:], strict=False):
+    for prev, cur in itertools.pairwise(layers):
         for b in cur:
             k = min(len(prev), int(rng.integers(1, 4)))
             for a in rng.choice(prev, size=k, replace=False):
@@ -205,7 +208,11 @@ def run(quick: bool = False, only: str | None = None, seed: int = 0) -> list[Row
         problem = inst.build()
         table = compare(problem, SolveOptions(time_limit=inst.time_limit, seed=seed))
         s = table.solver
-        met = None if inst.target is None else inst.target.met(s.objective, s.best_bound, s.deterministic_time)
+        met = (
+            None
+            if inst.target is None
+            else inst.target.met(s.objective, s.best_bound, s.deterministic_time)
+        )
         out.append(Row(inst, _size(problem), table, met))
         print(f"  {inst.name}: {s.summary()}", file=sys.stderr, flush=True)
     return out
@@ -217,7 +224,17 @@ def _short(techniques: tuple[str, ...]) -> str:
 
 
 def format_rows(rows: list[Row]) -> str:
-    head = ("instance", "size", "CP-SAT", "bound", "gap", "det s", "wall s", "baselines / CP-SAT", "target")
+    head = (
+        "instance",
+        "size",
+        "CP-SAT",
+        "bound",
+        "gap",
+        "det s",
+        "wall s",
+        "baselines / CP-SAT",
+        "target",
+    )
     body = []
     for r in rows:
         s = r.table.solver
@@ -239,7 +256,10 @@ def format_rows(rows: list[Row]) -> str:
             )
         )
     widths = [max(len(x[i]) for x in [head, *body]) for i in range(len(head))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in [head, *body]]
+    lines = [
+        "  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip()
+        for line in [head, *body]
+    ]
     lines.insert(1, "  ".join("-" * w for w in widths))
     lines.append("")
     lines.append("techniques:")

@@ -59,7 +59,9 @@ def _brute_force(p: AssignProblem) -> float:
     )
 
 
-@settings(max_examples=15, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=15, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
 @given(
     flows=st.lists(
         st.tuples(st.integers(0, 4), st.integers(0, 4), st.integers(1, 50)), min_size=1, max_size=8
@@ -77,7 +79,9 @@ def test_matches_brute_force_and_bounds_hold(flows, dead) -> None:
     assert res.report.best_bound <= opt + 1e-9
 
 
-@settings(max_examples=10, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=10, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
 @given(
     dead=st.sets(st.tuples(st.integers(0, 5), st.integers(0, 5)), max_size=8),
     n=st.integers(2, 20),
@@ -143,7 +147,9 @@ def test_memory_and_sharing_limits_are_respected() -> None:
 
 def test_regions_restrict_actors() -> None:
     allowed = ((0, 1), (2, 3), (2, 3))
-    p = AssignProblem(Grid(2, 2), 3, (1, 1, 1), (Flow(0, 1, 5.0), Flow(1, 2, 5.0)), SRAM, allowed=allowed)
+    p = AssignProblem(
+        Grid(2, 2), 3, (1, 1, 1), (Flow(0, 1, 5.0), Flow(1, 2, 5.0)), SRAM, allowed=allowed
+    )
     res = solve_assignment(p, FAST)
     assert res.core_of_actor[0] in (0, 1)
     assert set(res.core_of_actor[1:]) == {2, 3}

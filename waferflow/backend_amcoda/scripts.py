@@ -52,9 +52,32 @@ def _header(kind: int, actor: int, op: int, seq: int) -> str:
     return f"0xff 0x{kind:02x} 0x{_BASE:08x} 0x{_BASE + actor:08x} 0x{op:08x} 0x{seq:02x} 0xff"
 
 
-def host_script(prog: ActorProgram) -> str:
+META_PREFIX = "// waferflow"  # the annotation line the reader recognises
+
+
+def _token(text: str) -> str:
+    """One whitespace-free token for a comment field (empty becomes '-')."""
+    return "_".join(text.split()) or "-"
+
+
+def _meta_line(prog: ActorProgram, experiment: str) -> str:
+    fields = [
+        f"experiment {_token(experiment)}",
+        f"actor {prog.actor}",
+        f"role {' '.join(prog.role.split()) or '-'}",
+        f"layer {_token(prog.layer)}",
+        f"entries {len(prog.entries)}",
+    ]
+    return f"{META_PREFIX} " + " | ".join(f.replace("|", "/") for f in fields)
+
+
+def host_script(prog: ActorProgram, *, annotate: bool = False, experiment: str = "") -> str:
     """The text of ``host_<actor>.txt``: ins_init with every instruction, start, then
-    the host transfers in program order, ``-1`` last. Waits are the authors' (10, 1, 0)."""
+    the host transfers in program order, ``-1`` last. Waits are the authors' (10, 1, 0).
+
+    With ``annotate``, comments (``// `` at record starts, §2.1) describe the actor and
+    every entry before the program, and name the entry of every host transfer; the
+    reader takes the labels back from them."""
     ins: list[str] = []
     for e in prog.entries:
         ins += _config(0xF1, e.out.mode.value, e.out.operands)
@@ -62,21 +85,29 @@ def host_script(prog: ActorProgram) -> str:
         p = " ".join(f"0x{v:04x}" for v in e.op.params)
         ins.append(f"0xf3 0x{e.op.alu.value:02x} {p} 0x{e.op.mode.code:02x}")
     out = ["wait_cycle\tmessage", "-" * 46]
+    if annotate:
+        out.append(_meta_line(prog, experiment))
+        out += [f"// e{i} {_token(e.label)} {e}" for i, e in enumerate(prog.entries)]
     out.append(f"10\t{_header(0xF1, prog.actor, len(ins), 0)}")
     out.append("\tins_package:")
     out += [f"\t{line}" for line in ins]
     out.append(f"1\t{_header(0xF2, prog.actor, 1, 0)}")
     inputs = iter(prog.host_inputs)
     outputs = iter(prog.host_outputs)
-    for e in prog.entries:
+    for i, e in enumerate(prog.entries):
         for o in e.inp.operands:
             if o.kind is OperandKind.HOST:
                 t = next(inputs)
+                if annotate:
+                    out.append(f"// e{i} {_token(e.label)} <- {t.name} ({t.packages} packages)")
                 out.append(f"0\t{_header(0xF5, prog.actor, 0, 1)}")
                 out.append(f"0\t{_header(0xF7, prog.actor, t.packages, 1)}")
                 out.append(f"\tinput_file: {t.name}")
         if 0 in e.out.consumers:
-            out.append(f"-2\toutput_file: {next(outputs)}")
+            name = next(outputs)
+            if annotate:
+                out.append(f"// e{i} {_token(e.label)} -> result/{name}")
+            out.append(f"-2\toutput_file: {name}")
     out.append("-1")
     return "\n".join(out) + "\n"
 

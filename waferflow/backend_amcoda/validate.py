@@ -112,7 +112,9 @@ def _check_alignment(e: Entry, w: str) -> None:
         total = e.op.output_size
         per_sample = total // e.op.params[0]
         chunk = total // n_out if e.out.mode is OutMode.SPLIT1 else per_sample // n_out
-        if total % n_out or chunk % FLOATS_PER_PACKAGE or per_sample % n_out:
+        # a batch split (split1) needs whole packages; a channel split also a per-sample cut
+        by_channel = e.out.mode is OutMode.SPLIT2 and per_sample % n_out
+        if total % n_out or chunk % FLOATS_PER_PACKAGE or by_channel:
             raise PlanError(
                 f"{w}: a {e.out.mode.name.lower()} over {n_out} consumers makes chunks of "
                 f"{chunk} values, not whole 32-value packages"
@@ -122,7 +124,8 @@ def _check_alignment(e: Entry, w: str) -> None:
         total = e.op.bchw
         per_sample = total // e.op.params[0]
         chunk = total // n_in if e.inp.mode is InMode.GATHER1 else per_sample // n_in
-        if total % n_in or chunk % FLOATS_PER_PACKAGE or per_sample % n_in:
+        by_channel = e.inp.mode is InMode.GATHER2 and per_sample % n_in
+        if total % n_in or chunk % FLOATS_PER_PACKAGE or by_channel:
             raise PlanError(
                 f"{w}: a {e.inp.mode.name.lower()} over {n_in} producers makes chunks of "
                 f"{chunk} values, not whole 32-value packages"

@@ -183,9 +183,7 @@ def _strides(shape: Sequence[int], dims: Sequence[int]) -> list[int]:
     return [math.prod(shape[e] for e in dims[k + 1 :]) for k in range(len(dims))]
 
 
-def map_split_view(
-    src: Sequence[int], dst: Sequence[int], split: Split, n: int
-) -> Split | None:
+def map_split_view(src: Sequence[int], dst: Sequence[int], split: Split, n: int) -> Split | None:
     """The split of a reshape's result, given its operand's ``split`` over ``n``
     ranks; None when no single-dimension split of the result holds the same data."""
     groups = view_groups(src, dst)

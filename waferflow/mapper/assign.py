@@ -78,7 +78,7 @@ def solve_assignment(problem: AssignProblem, options: SolveOptions | None = None
         cand = {a: list(problem.cores_for(a)) for a in range(problem.n_actors)}
         am = build_assign_model(problem, list(range(problem.n_actors)), cand, hint, symmetry=sym)
         export(am.model, opts.export_model)
-        run = run_cpsat(am.model, opts, opts.time_limit, wall_cap=max(wall_left(), 0.05))
+        run = run_cpsat(am.model, opts, opts.budget, wall_cap=max(wall_left(), 0.05))
         used += run.deterministic_time
         wall_hit |= run.hit_wall_cap
         techniques += ["cp-sat:direct", *am.techniques]
@@ -102,7 +102,7 @@ def solve_assignment(problem: AssignProblem, options: SolveOptions | None = None
                 opts.export_model,
             )
         best, used, rounds, better = improve_assignment(
-            problem, start, opts.time_limit, opts, wall_left, bound
+            problem, start, opts.budget, opts, wall_left, bound
         )
         techniques.append(f"lns:assignment(rounds={rounds},improved={better})")
     bad = assignment_violations(problem, best)
@@ -113,6 +113,8 @@ def solve_assignment(problem: AssignProblem, options: SolveOptions | None = None
     gap = relative_gap(cost, bound)
     if wall_hit or wall_left() < 0:
         techniques.append("wall-limit-hit(non-deterministic)")
+    if opts.num_workers > 1:
+        techniques.append(f"parallel:{opts.num_workers}-workers(non-deterministic)")
     report = SolveReport(
         status=Status.OPTIMAL if gap <= opts.gap_limit else Status.FEASIBLE,
         objective=cost,

@@ -39,20 +39,37 @@ def strips_from_widths(problem: FloorplanProblem, widths: list[int]) -> tuple[Re
     return tuple(out)
 
 
-def proportional_widths(total: int, shares: list[float]) -> list[int]:
-    """Integer widths >= 1 summing to ``total``, proportional to ``shares`` (largest remainder)."""
+def proportional_widths(
+    total: int, shares: list[float], minimums: list[int] | None = None
+) -> list[int]:
+    """Integer widths summing to ``total``, proportional to ``shares`` but at least
+    ``minimums`` (default 1): groups held at their minimum drop out and the rest share
+    what is left (water-filling), then largest remainders round."""
     n = len(shares)
-    if n > total:
+    lows = [max(1, m) for m in minimums] if minimums is not None else [1] * n
+    if sum(lows) > total:
         raise PlanError(
-            f"{n} strips do not fit in {total} columns; use a wider grid or fewer groups"
+            f"{n} strips need {sum(lows)} columns but the grid has {total}; use a wider grid or fewer groups"
         )
-    s = float(sum(shares))
-    raw = [total * x / s if s > 0 else total / n for x in shares]
-    widths = [max(1, int(r)) for r in raw]
-    while sum(widths) > total:  # the ">= 1" floor overshot: take from the widest
-        i = max(range(n), key=lambda k: (widths[k] - raw[k], widths[k], -k))
-        widths[i] -= 1
-    order = sorted(range(n), key=lambda k: (-(raw[k] - widths[k]), k))
+    pinned: set[int] = set()
+    while True:
+        free = [k for k in range(n) if k not in pinned]
+        room = total - sum(lows[k] for k in pinned)
+        s = float(sum(shares[k] for k in free))
+        raw = {k: room * shares[k] / s if s > 0 else room / len(free) for k in free}
+        low = [k for k in free if raw[k] < lows[k]]
+        if not low:
+            break
+        pinned.update(low)
+    target = [float(lows[k]) if k in pinned else raw[k] for k in range(n)]
+    widths = [max(lows[k], int(target[k])) for k in range(n)]
+    while sum(widths) > total:  # the minimums overshot: take from the widest above its minimum
+        k = max(
+            (k for k in range(n) if widths[k] > lows[k]),
+            key=lambda k: (widths[k] - target[k], widths[k], -k),
+        )
+        widths[k] -= 1
+    order = sorted(range(n), key=lambda k: (-(target[k] - widths[k]), k))
     i = 0
     while sum(widths) < total:
         widths[order[i % n]] += 1
@@ -86,9 +103,12 @@ def equal_strips(problem: FloorplanProblem) -> FloorplanResult:
 
 
 def work_strips(problem: FloorplanProblem) -> FloorplanResult:
-    """Groups in order as vertical strips with widths proportional to their work."""
+    """Groups in order as vertical strips with widths proportional to their work, but
+    wide enough for their memory."""
     t0 = time.perf_counter()
-    widths = proportional_widths(problem.grid.cols, [g.work for g in problem.groups])
+    rows = problem.grid.rows
+    mem_cols = [-(-m // rows) for m in problem.min_areas]
+    widths = proportional_widths(problem.grid.cols, [g.work for g in problem.groups], mem_cols)
     return _floorplan_result(problem, strips_from_widths(problem, widths), "work-strips", t0)
 
 

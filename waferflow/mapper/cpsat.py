@@ -20,8 +20,12 @@ class SolveOptions:
     core, but independent of machine load), so the same inputs and seed give the same
     result. ``max_wall_time`` is only a safety net against hangs (default
     ``4 x time_limit + 10`` s); if it ever fires, the result says so in its techniques
-    because it may then differ between runs. With ``num_workers > 1`` CP-SAT runs its
-    portfolio in interleaved (deterministic) mode.
+    because it may then differ between runs.
+
+    ``num_workers > 1`` runs CP-SAT's parallel portfolio: often better, but *not*
+    reproducible (measured with 9.15: even ``interleave_search``, documented as
+    deterministic, returned different solutions for the same short sub-problems, and
+    aborted on infeasible hints). Results then carry a ``non-deterministic`` technique.
     """
 
     time_limit: float = 10.0
@@ -40,6 +44,12 @@ class SolveOptions:
             raise PlanError(f"gap_limit must be in [0, 1), got {self.gap_limit}")
         if self.max_wall_time is not None and not self.max_wall_time > 0:
             raise PlanError(f"max_wall_time must be positive, got {self.max_wall_time}")
+
+    @property
+    def budget(self) -> float:
+        """What the phases of a solve share: CP-SAT checks its limits only every so often
+        and may overrun a call slightly, so 2% of the limit is held back."""
+        return 0.98 * self.time_limit
 
     @property
     def wall_cap(self) -> float:
@@ -81,8 +91,6 @@ def run_cpsat(
     p.max_time_in_seconds = max(cap, 0.05)
     p.random_seed = (options.seed + seed_offset) % (2**31 - 1)
     p.num_workers = options.num_workers
-    if options.num_workers > 1:
-        p.interleave_search = True  # the only deterministic parallel mode
     p.relative_gap_limit = options.gap_limit
     # presolve probing can eat a short budget whole on big tables: keep it to a tenth
     p.probing_deterministic_time_limit = min(1.0, 0.1 * p.max_deterministic_time)
@@ -111,7 +119,8 @@ def complete_hint(model: cp_model.CpModel, options: SolveOptions) -> float:
     """Turn a partial hint into a complete one: solve with the hinted variables fixed
     (pure propagation, near-instant) and hint every variable with the result. A
     complete, feasible hint is taken as the first solution; a partial one is often
-    lost. Returns the deterministic time spent; leaves the hint alone if it fails."""
+    lost. Returns the deterministic time spent. A hint that contradicts the model is
+    dropped."""
     solver = cp_model.CpSolver()
     p = solver.parameters
     p.fix_variables_to_their_hinted_value = True
@@ -119,12 +128,16 @@ def complete_hint(model: cp_model.CpModel, options: SolveOptions) -> float:
     p.max_time_in_seconds = max(1.0, options.wall_cap / 10)
     p.num_workers = 1
     p.random_seed = options.seed % (2**31 - 1)
-    status = solver.solve(model)
-    if solver.status_name(status) in ("OPTIMAL", "FEASIBLE"):
+    name = solver.status_name(solver.solve(model))
+    if name in ("OPTIMAL", "FEASIBLE"):
         values = list(solver.response_proto.solution)
         model.clear_hints()
         for i, v in enumerate(values):
             model.add_hint(model.get_int_var_from_proto_index(i), v)
+    elif name == "INFEASIBLE":
+        # a hint that breaks the model is useless (and CP-SAT 9.15's interleaved search
+        # even aborts on one: "Check failed: heuristics.fixed_search != nullptr")
+        model.clear_hints()
     return solver.deterministic_time
 
 

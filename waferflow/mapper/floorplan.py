@@ -116,7 +116,7 @@ class _Search:
         return self.opts.wall_cap - (time.perf_counter() - self.t0)
 
     def left(self) -> float:
-        return self.opts.time_limit - self.used
+        return self.opts.budget - self.used
 
     def run(self, model, limit: float, seed_offset: int, linearization: int | None = None) -> CpRun:
         if not self.exported and self.opts.export_model is not None:
@@ -301,7 +301,7 @@ def solve_floorplan(
     s = _Search(problem, opts)
     s.techniques.append(f"formulation:{formulation.value}")
     w = problem.weights
-    budget = opts.time_limit
+    budget = opts.budget
     _heuristics(s, formulation)
     if formulation is not Formulation.RECTANGLES:
         _strips(s, budget if formulation is Formulation.STRIPS else budget * _STRIPS_SHARE)
@@ -328,15 +328,22 @@ def solve_floorplan(
         elif s.left() > 1e-3:
             bound = max(bound, _full_model(s, s.left() / 2))
         if s.rects is not None and s.left() > 0.05 and bound < s.objective * (1 - opts.gap_limit):
-            rects, dt, rounds, better = improve_floorplan(
+            rects, dt, rounds, better, lns_bound = improve_floorplan(
                 problem, s.rects, s.left(), opts, s.wall_left
             )
             s.used += dt
             s.offer(rects, s.source + "+lns")
+            bound = max(bound, lns_bound)
             s.techniques.append(f"lns:rectangles(rounds={rounds},improved={better})")
+    if s.rects is None and formulation is Formulation.STRIPS:
+        raise PlanError(
+            f"no strip layout found for {len(problem.groups)} groups on the {problem.grid.rows}x"
+            f"{problem.grid.cols} grid (memory, dead cores or too many groups for full-height strips); "
+            "use formulation=auto or rectangles"
+        )
     if s.rects is None:
         raise PlanError(
-            f"no feasible floorplan found within {budget} deterministic seconds "
+            f"no feasible floorplan found within {opts.time_limit} deterministic seconds "
             f"({problem.grid.rows}x{problem.grid.cols} grid, {len(problem.groups)} groups); "
             "raise the time limit, or relax memory"
         )
@@ -346,6 +353,8 @@ def solve_floorplan(
     gap = relative_gap(cost.objective, bound)
     if s.wall_hit or s.wall_left() < 0:
         s.techniques.append("wall-limit-hit(non-deterministic)")
+    if opts.num_workers > 1:
+        s.techniques.append(f"parallel:{opts.num_workers}-workers(non-deterministic)")
     s.techniques.append(f"result:{s.source}")
     report = SolveReport(
         status=Status.OPTIMAL if gap <= opts.gap_limit else Status.FEASIBLE,

@@ -38,10 +38,11 @@ def improve_floorplan(
     budget: float,
     options: SolveOptions,
     wall_left: Callable[[], float],
-) -> tuple[tuple[Rect, ...], float, int, int]:
+) -> tuple[tuple[Rect, ...], float, int, int, float]:
     """LNS over the rectangles model. Neighbourhoods, in turn: the slowest group and its
     nearest groups; a random group and its nearest; a run of consecutive groups (pipeline
-    neighbours). Returns ``(rects, deterministic time used, rounds, improvements)``."""
+    neighbours). Returns ``(rects, deterministic time used, rounds, improvements,
+    bound)``; the bound (-inf if none) comes from rounds that left every group free."""
     n = len(problem.groups)
     rng = random.Random(options.seed)
     cur = rects
@@ -51,6 +52,7 @@ def improve_floorplan(
     per_round = max(0.05, min(1.0, budget / 10))
     used = 0.0
     rounds = better = 0
+    bound = -math.inf
     while used < budget - 1e-3 and rounds < _MAX_ROUNDS and wall_left() > 0.5:
         kind = rounds % 3
         if kind == 2:
@@ -70,6 +72,8 @@ def improve_floorplan(
         used += run.deterministic_time
         rounds += 1
         improved = False
+        if not fixed and math.isfinite(run.bound):  # everything free: a bound on the problem
+            bound = max(bound, run.bound * scale.unit)
         if run.has_solution:
             new = rm.rects(run.solver)
             cost = evaluate_floorplan(problem, new)
@@ -83,7 +87,7 @@ def improve_floorplan(
             k = max(2, k - 1)
         if n <= k and run.status == "OPTIMAL":
             break  # the whole problem was just solved exactly
-    return cur, used, rounds, better
+    return cur, used, rounds, better, bound
 
 
 def improve_assignment(

@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 
 from waferflow.errors import PlanError
@@ -24,7 +25,7 @@ from waferflow.ir.dtypes import DType
 from waferflow.ir.graph import Op, Phase, Value
 from waferflow.ir.opkind import VIEWS, OpKind
 from waferflow.ir.plan import Actor, Message, Plan
-from waferflow.ir.sharding import MeshAxis, Partial, shard_shape
+from waferflow.ir.sharding import shard_shape
 from waferflow.ir.target.wafer import Wafer
 from waferflow.parallel.build import ActorSpec, CollInstance, Item, MbMode, Program
 from waferflow.parallel.collective_lowering import KIND_OF, ScheduleCache, expand, wire
@@ -99,9 +100,11 @@ class _Assembler:
         self.meta: list[ActorMeta] = []
         self.msgs: list[tuple[int, int, int]] = []
         self.compute_id: list[int] = []
-        self.coll_steps: list[list[list[int]]] = []  # per collective: per member: actor ids
-        self.coll_final: list[list[int]] = []
+        # per collective instance: per member: its step actors, and its final actor
+        self.coll_steps: dict[int, list[list[int]]] = {}
+        self.coll_final: dict[int, list[int]] = {}
         self.records: dict[tuple[str, str, str, str, int, int], int] = {}
+        self.step_need: dict[int, float] = {}  # step actor -> estimated transfer seconds
         self.m = prog.microbatches
 
     def run(self) -> Assembled:
@@ -109,8 +112,8 @@ class _Assembler:
             self.compute_id.append(self._compute(spec))
         if self.p.plan.recompute:
             self._recompute()
-        for ci in self.p.collectives:
-            self._collective(ci)
+        for i in range(len(self.p.collectives)):
+            self._ensure(i)
         order = self._order()
         self._data_messages(order)
         self._residency(order)
@@ -146,9 +149,10 @@ class _Assembler:
             deg = instance_degrees(p.mesh, per_mb)
             for r, s in zip(op.results, res_sh, strict=True):
                 nbytes = value_bytes(r, s, deg)
-                acc = per_mb and isinstance(s.get(MeshAxis.MB), Partial)
+                acc = per_mb and r.name in p.accumulators
                 key: BufKey = (r.name, spec.rank, -2 if acc else spec.instance)
-                meta.produces.append((key, nbytes, "gradients" if acc else "activations"))
+                grad = acc or r.name in p.gradients
+                meta.produces.append((key, nbytes, "gradients" if grad else "activations"))
                 if acc and spec.instance > 0:  # add into the accumulated gradient
                     f += nbytes // r.type.dtype.itemsize
                     br += 2 * nbytes
@@ -198,54 +202,72 @@ class _Assembler:
             self.meta[aid].recompute = True
 
     # -- collectives -----------------------------------------------------------------
-    def _collective(self, ci: CollInstance) -> None:
+    def _ensure(self, i: int) -> None:
+        """Lower collective instance ``i`` (after the collectives it reads from)."""
+        if i not in self.coll_final:
+            self._collective(i, self.p.collectives[i])
+
+    def _collective(self, index: int, ci: CollInstance) -> None:
         p = self.p
         op = ci.op
-        v = op.operands[0]
         per_mb = p.info[op].mode is MbMode.PER_MB
         deg = instance_degrees(p.mesh, per_mb)
-        in_sh = p.sharding.ops[op].inputs[0]
-        out_sh = p.sharding.of(op.results[0])
-        in_bytes = value_bytes(v, in_sh, deg)
-        out_bytes = value_bytes(op.results[0], out_sh, deg)
-        kind = KIND_OF[op.kind]
+        ins = p.sharding.ops[op].inputs
+        total = 0
+        out_bytes: list[int] = []
         stats = op.attrs.get("stats_dim")
-        if isinstance(stats, int):
-            shard = shard_shape(v.type.shape, in_sh, deg)
-            rows = (in_bytes // v.type.dtype.itemsize) // max(1, shard[stats])
-            total = rows * 2 * 4
-        elif op.kind is K.ALL_GATHER:
-            total = out_bytes
-        else:
-            total = in_bytes
+        for v, in_sh, r in zip(op.operands, ins, op.results, strict=True):
+            in_bytes = value_bytes(v, in_sh, deg)
+            out_bytes.append(value_bytes(r, p.sharding.of(r), deg))
+            if isinstance(stats, int):
+                shard = shard_shape(v.type.shape, in_sh, deg)
+                rows = (in_bytes // v.type.dtype.itemsize) // max(1, shard[stats])
+                total += rows * 2 * 4  # a max and a sum per row
+            elif op.kind is K.ALL_GATHER:
+                total += out_bytes[-1]
+            else:
+                total += in_bytes
+        kind = KIND_OF[op.kind]
         root = int(op.attrs.get("root", 0) or 0)  # type: ignore[arg-type]
         sched = self.cache.schedule(kind, ci.cores, total, root)
         key = (op.results[0].name, op.kind.value, ci.axis.value, sched.algorithm.value,
                len(ci.ranks), total)  # fmt: skip
         self.records[key] = self.records.get(key, 0) + 1
         ex = expand(sched)
+        # the input actor of each member: the latest producer of any operand
+        latest = max(
+            range(len(op.operands)), key=lambda i: self._position(root_value(op.operands[i]))
+        )
         entries: list[int | None] = []
-        in_keys: list[BufKey | None] = []
+        deps: list[list[tuple[int, BufKey]]] = []
         for rank in ci.ranks:
-            src = self._producers(op, v, rank, ci.instance, per_mb)
-            entries.append(src[-1][0] if src else None)
-            in_keys.append(src[-1][1] if src else None)
+            got = [x for i, v in enumerate(op.operands)
+                   for x in self._producers(op, v, rank, ci.instance, per_mb)
+                   if i == latest]  # fmt: skip
+            others = [x for i, v in enumerate(op.operands) if i != latest
+                      for x in self._producers(op, v, rank, ci.instance, per_mb)]  # fmt: skip
+            entries.append(got[-1][0] if got else None)
+            deps.append([(a, k) for a, k, _ in got + others])
         steps: list[list[int]] = [[] for _ in ci.ranks]
-        itemsize = v.type.dtype.itemsize
+        v0 = op.operands[0]
+        itemsize = v0.type.dtype.itemsize
         name = f"{op.results[0].name}.s{ci.stage}.{ci.block}"
         mb = max(ci.instance, 0)
 
+        hops = _span(ci.cores, self.wafer.cols)
+        link = self.wafer.link
+
         def new(member: int, label: str, got: int, reduced: int) -> int:
             rank = ci.ranks[member]
+            self.step_need[len(self.acts)] = got / link.bandwidth + hops * link.latency
             a = _A(f"{name}.r{rank}.{label}", ci.cores[member], flops=reduced // itemsize,
                    bytes_read=2 * reduced + (got - reduced), bytes_written=got,
-                   dtype=v.type.dtype if v.type.dtype.is_float else DType.F32,
+                   dtype=v0.type.dtype if v0.type.dtype.is_float else DType.F32,
                    phase=op.phase, op_kind=op.kind, module=op.prov.module,
                    stage=ci.stage, microbatch=mb, layer=layer_key(op.prov.module))  # fmt: skip
             self.acts.append(a)
             meta = ActorMeta(str(ci.block))
-            if in_keys[member] is not None:
-                meta.uses.append(in_keys[member])  # type: ignore[arg-type]
+            meta.uses.extend(k for _, k in deps[member])
             meta.produces.append(((f"{a.name}.tmp", rank, 0), got, "activations"))
             self.meta.append(meta)
             steps[member].append(len(self.acts) - 1)
@@ -259,35 +281,70 @@ class _Assembler:
             lambda s, d, b: self.msgs.append((s, d, b)),
         )
         for member, rank in enumerate(ci.ranks):
+            if not steps[member]:
+                continue
             f = final[member]
-            if steps[member] and f == steps[member][-1]:
-                self.acts[f].out_bytes = out_bytes
-            fm = self.meta[f] if steps[member] else None
-            if fm is not None:
-                fm.produces.append(((op.results[0].name, rank, ci.instance), out_bytes,
-                                    "activations"))  # fmt: skip
-            e = entries[member]
-            if e is not None and steps[member]:
-                self.msgs.append((e, steps[member][0], 0))
-        self.coll_steps.append(steps)
-        self.coll_final.append(final)
+            if f == steps[member][-1]:
+                self.acts[f].out_bytes = sum(out_bytes)
+                for r, nbytes in zip(op.results, out_bytes, strict=True):
+                    cat = "gradients" if r.name in p.gradients else "activations"
+                    self.meta[f].produces.append(((r.name, rank, ci.instance), nbytes, cat))
+            for src, _ in deps[member]:
+                self.msgs.append((src, steps[member][0], 0))
+        self.coll_steps[index] = steps
+        self.coll_final[index] = final
+
+    def _position(self, v: Value) -> int:
+        prod = v.producer
+        if prod is None:
+            return -1
+        pos = self.p.position.get(id(prod))
+        return -1 if pos is None else pos
 
     # -- orders and messages ---------------------------------------------------------
     def _order(self) -> dict[int, list[int]]:
+        """Each core's actors. The steps of a spread (gradient) collective wait in a
+        queue: a step joins the order once the compute actors placed since the
+        previous step are estimated to take as long as the step's transfer (so the
+        core does not stall on it); whatever is left runs before block L. Every rank
+        of a group sees the same items and estimates, so all place them alike."""
         order: dict[int, list[int]] = {}
         for core, items in self.p.items.items():
             ids: list[int] = []
+            queue: deque[int] = deque()
+            credit = 0.0
             for it in items:
+                if it.spread:
+                    if not queue:
+                        credit = 0.0
+                    queue.extend(self.coll_steps[it.coll][it.member])
+                    continue
+                if it.late:
+                    ids.extend(queue)
+                    queue.clear()
                 if it.actor >= 0:
-                    ids.append(self.compute_id[it.actor])
+                    aid = self.compute_id[it.actor]
+                    ids.append(aid)
+                    credit += self._seconds(aid)
+                    while queue and credit >= self.step_need.get(queue[0], 0.0):
+                        ids.append(queue.popleft())
+                        credit = 0.0
                 else:
                     ids.extend(self.coll_steps[it.coll][it.member])
+            ids.extend(queue)
             order[core] = ids
         return order
+
+    def _seconds(self, aid: int) -> float:
+        """Roofline estimate of a compute actor (for placing overlapped steps)."""
+        a = self.acts[aid]
+        w = self.wafer
+        return max(a.flops / w.peak(a.dtype), (a.bytes_read + a.bytes_written) / w.sram_bandwidth)
 
     def _item_actor(self, it: Item) -> int:
         if it.actor >= 0:
             return self.compute_id[it.actor]
+        self._ensure(it.coll)
         return self.coll_final[it.coll][it.member]
 
     def _producers(
@@ -306,7 +363,7 @@ class _Assembler:
             insts = [-1]
         sh = self.p.sharding.of(root)
         nbytes = value_bytes(root, sh, instance_degrees(self.p.mesh, per_mb))
-        acc = per_mb and isinstance(sh.get(MeshAxis.MB), Partial)
+        acc = per_mb and root.name in self.p.accumulators
         out = []
         for k in insts:
             it = self.p.producer.get((prod, rank, k))
@@ -316,7 +373,7 @@ class _Assembler:
                     f"{consumer.kind.value} %{consumer.results[0].name if consumer.results else ''}"
                 )
             out.append((self._item_actor(it), (root.name, rank, -2 if acc else k), nbytes))
-        if acc:
+        if acc and len(out) > 1:
             out = out[-1:]  # accumulated in place: the last instance holds the sum
         return out
 
@@ -338,7 +395,9 @@ class _Assembler:
                         prod = root_value(v).producer
                         if prod is not None and id(prod) in in_group:
                             continue
-                        for src, key, nbytes in self._producers(op, v, spec.rank, spec.instance, per_mb):
+                        for src, key, nbytes in self._producers(
+                            op, v, spec.rank, spec.instance, per_mb
+                        ):
                             if src == aid:
                                 continue
                             meta.uses.append(key)
@@ -374,6 +433,12 @@ class _Assembler:
             for name, (aid, nbytes, cat) in first.items():
                 self.acts[aid].mem_bytes += nbytes
                 self.meta[aid].resident.append((name, nbytes, cat))
+
+
+def _span(cores: tuple[int, ...], cols: int) -> int:
+    """Largest Manhattan distance between two cores of a group (hops, roughly)."""
+    coords = [divmod(c, cols) for c in cores]
+    return max((abs(a[0] - b[0]) + abs(a[1] - b[1]) for a in coords for b in coords), default=0)
 
 
 def _category(src: Op, user: Op) -> str:

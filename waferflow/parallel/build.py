@@ -36,7 +36,7 @@ from enum import Enum
 from waferflow.errors import PlanError
 from waferflow.ir.graph import Graph, Op, Phase, Value
 from waferflow.ir.opkind import COLLECTIVE, VIEWS, OpKind
-from waferflow.ir.sharding import MeshAxis, Replicated, Sharding
+from waferflow.ir.sharding import MeshAxis, Partial, Replicated, Sharding
 from waferflow.parallel.layout import Layout
 from waferflow.parallel.plan_spec import Granularity, Mesh, ParallelPlan, PipelineSchedule
 from waferflow.parallel.propagate import ShardingResult
@@ -117,6 +117,8 @@ class Item:
     actor: int = -1  # index into Program.actors
     coll: int = -1  # index into Program.collectives
     member: int = -1  # position of this rank in the collective's group
+    late: bool = False  # in block L
+    spread: bool = False  # a gradient collective overlapped with the backward
 
 
 @dataclass
@@ -136,6 +138,10 @@ class Program:
     producer: dict[tuple[Op, int, int], Item] = field(default_factory=dict)
     diagnostics: list[str] = field(default_factory=list)
     users: dict[Value, list[Op]] = field(default_factory=dict)
+    position: dict[int, int] = field(default_factory=dict)  # id(op) -> graph position
+    gradients: set[str] = field(default_factory=set)  # values that only feed the optimizer
+    # partial sums over micro-batches read after the last one: summed in place
+    accumulators: set[str] = field(default_factory=set)
 
     @property
     def microbatches(self) -> int:
@@ -218,6 +224,47 @@ def _gradient_collectives(graph: Graph, users: dict[Value, list[Op]]) -> set[Op]
     return out
 
 
+def _accumulators(graph: Graph, info: dict[Op, OpInfo], sharding: ShardingResult) -> set[str]:
+    """Values that are partial sums over micro-batches and read by an op that runs
+    once (after the last micro-batch): every micro-batch adds into one buffer."""
+    users = graph.users()
+    out: set[str] = set()
+    for op in graph.ops:
+        oi = info.get(op)
+        if oi is None or oi.mode is not MbMode.PER_MB:
+            continue
+        for r in op.results:
+            if not isinstance(sharding.of(r).get(MeshAxis.MB), Partial):
+                continue
+            stack, once = [r], False
+            while stack and not once:
+                for u in users.get(stack.pop(), []):
+                    if u.kind in VIEWS:
+                        stack.extend(u.results)
+                    elif u in info and info[u].mode is not MbMode.PER_MB:
+                        once = True
+            if once:
+                out.add(r.name)
+    return out
+
+
+def _gradient_values(graph: Graph) -> set[str]:
+    """Names of backward values whose every use (through views and collectives)
+    is the optimizer's: the gradients, for the memory report."""
+    users = graph.users()
+    feeds: dict[Value, bool] = {}
+    for op in reversed(graph.ops):
+        for r in op.results:
+            us = users.get(r, [])
+            feeds[r] = bool(us) and all(
+                u.phase is Phase.OPT
+                or ((u.kind in VIEWS or u.kind in COLLECTIVE) and all(feeds.get(x, False) for x in u.results))
+                for u in us
+            )  # fmt: skip
+    return {v.name for v, ok in feeds.items() if ok and v.producer is not None
+            and v.producer.phase is Phase.BWD}  # fmt: skip
+
+
 def _group_key(op: Op, gran: Granularity) -> str:
     if gran is Granularity.LAYER:
         return layer_key(op.prov.module)
@@ -289,7 +336,8 @@ def _cut(
             and (p.kind in COLLECTIVE or info[p].stage != stage or info[p].root_only != info[op].root_only)
             for v in op.operands
         )  # fmt: skip
-        if cur is None or cur.key != key or receives:
+        mode_changes = cur is not None and info[cur.ops[-1]].mode is not info[op].mode
+        if cur is None or cur.key != key or receives or mode_changes:
             cur = Group(stage, block, [op], key)
             groups.append(cur)
         else:
@@ -322,7 +370,10 @@ def build_program(
     info = classify(graph, sharding, stages, plan)
     per_block = make_groups(graph, info, plan)
     prog = Program(graph, plan, mesh, sharding, stages, layout, info,
-                   [g for gs in per_block.values() for g in gs], users=graph.users())  # fmt: skip
+                   [g for gs in per_block.values() for g in gs], users=graph.users(),
+                   position={id(op): i for i, op in enumerate(graph.ops)},
+                   gradients=_gradient_values(graph))  # fmt: skip
+    prog.accumulators = _accumulators(graph, info, sharding)
     ranks = mesh.size
     coll_index: dict[tuple[int, int, str, int, tuple[int, ...]], int] = {}
     for s in range(plan.pp):
@@ -335,20 +386,62 @@ def build_program(
                     ops = [op for op in g.ops if not info[op].root_only or dp_idx == 0]
                     if not ops:
                         continue
-                    inst = block.mb if (info[ops[0]].mode is MbMode.PER_MB and block.kind != "L") else -1
+                    inst = (
+                        block.mb
+                        if (info[ops[0]].mode is MbMode.PER_MB and block.kind != "L")
+                        else -1
+                    )
                     if g.collective:
                         items.append(_coll_item(prog, coll_index, g, s, r, inst, block))
                         continue
+                    late = block.kind == "L"
                     a = ActorSpec(
                         name=_actor_name(g, s, r, block), core=core, stage=s, rank=r,
                         block=block, group=Group(s, block, ops, g.key), instance=inst,
                     )  # fmt: skip
                     prog.actors.append(a)
-                    item = Item(actor=len(prog.actors) - 1)
+                    item = Item(actor=len(prog.actors) - 1, late=late)
                     items.append(item)
                     for op in ops:
                         prog.producer[(op, r, inst)] = item
+            if plan.overlap:
+                _hoist(prog, core, r)
     return prog
+
+
+def _hoist(prog: Program, core: int, rank: int) -> None:
+    """Move gradient collectives of block L up to just after their inputs are ready
+    (in the last backward block), marked ``spread``: ``lower`` then runs their steps
+    one per following compute actor, overlapping the reduction with the backward.
+    Every rank of a group moves the same items the same way (same template)."""
+    items = prog.items[core]
+    start = next((i for i, it in enumerate(items) if it.late), len(items))
+    head, rest = items[:start], []
+    for it in items[start:]:
+        if it.coll < 0:
+            rest.append(it)
+            continue
+        ci = prog.collectives[it.coll]
+        srcs = []
+        for v in ci.op.operands:
+            p = root_value(v).producer
+            if p is None or p.is_source:
+                continue
+            m = prog.microbatches if prog.info[p].mode is MbMode.PER_MB else 1
+            for k in range(m) if m > 1 else [-1]:
+                src = prog.producer.get((p, rank, k))
+                if src is not None:
+                    srcs.append(src)
+        where = [head.index(x) for x in srcs if x in head]
+        if not srcs or len(where) < len(srcs):
+            rest.append(it)
+            continue
+        pos = max(where) + 1
+        while pos < len(head) and head[pos].spread:
+            pos += 1  # after the collectives already moved here, in order
+        head.insert(pos, Item(coll=it.coll, member=it.member, spread=True))
+        prog.producer[(ci.op, rank, ci.instance)] = head[pos]
+    prog.items[core] = head + rest
 
 
 def _coll_item(
@@ -369,7 +462,7 @@ def _coll_item(
         cores = tuple(prog.layout.core(stage, x) for x in group)
         prog.collectives.append(CollInstance(op, stage, block, inst, axis, group, cores))
         ci = coll_index[key] = len(prog.collectives) - 1
-    item = Item(coll=ci, member=group.index(rank))
+    item = Item(coll=ci, member=group.index(rank), late=block.kind == "L")
     prog.producer[(op, rank, inst)] = item
     return item
 

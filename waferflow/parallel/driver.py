@@ -21,7 +21,12 @@ from waferflow.parallel.build import Program, build_program
 from waferflow.parallel.insert import InsertedCollective, insert_collectives
 from waferflow.parallel.layout import Layout, strip_layout
 from waferflow.parallel.memory import MemoryReport, check_fits, plan_memory
-from waferflow.parallel.plan_spec import CollectiveAlgo, ParallelPlan, parse_plan
+from waferflow.parallel.plan_spec import (
+    CollectiveAlgo,
+    ParallelPlan,
+    PipelineSchedule,
+    parse_plan,
+)
 from waferflow.parallel.propagate import ShardingResult, propagate
 from waferflow.parallel.stages import StageAssignment, assign_stages, layer_modes
 
@@ -152,9 +157,11 @@ def lower(state: ParallelState, algo: CollectiveAlgo | None = None) -> Plan:
 
 def memory(state: ParallelState, *, check: bool = True) -> MemoryReport:
     assert state.actor_plan is not None and state.meta is not None
+    plan = state.plan
     report = plan_memory(
-        state.actor_plan, state.meta, state.wafer, recompute=state.plan.recompute,
-        plan_name=str(state.plan),
+        state.actor_plan, state.meta, state.wafer, recompute=plan.recompute,
+        plan_name=str(plan), gpipe=plan.schedule is PipelineSchedule.GPIPE,
+        microbatches=plan.microbatches,
     )  # fmt: skip
     state.memory = report
     if check:
@@ -181,22 +188,37 @@ def build_parallel_plan(
     deterministic and uses no randomness.
     """
     del seed
-    g = clone_graph(graph)
-    model_flops = graph.total_cost().flops
+    return run_in_place(clone_graph(graph), wafer, spec, layout=layout, check_memory=check_memory)
+
+
+def run_in_place(
+    g: Graph,
+    wafer: Wafer,
+    spec: ParallelPlan | str,
+    *,
+    layout: Layout | None = None,
+    check_memory: bool = True,
+) -> ParallelResult:
+    """``build_parallel_plan`` on ``g`` itself (collectives are inserted into it)."""
+    model_flops = g.total_cost().flops
     state = parallelize(g, wafer, spec)
     state.collectives = insert_collectives(g, state.sharding, state.stages, state.plan)
     schedule(g, state, layout)
     plan = lower(state)
     report = memory(state, check=check_memory)
     assert state.layout is not None
+    stage_of_op = {
+        _op_name(op, i): s
+        for i, op in enumerate(g.ops)
+        if (s := state.stages.stage_of.get(op)) is not None
+    }
     return ParallelResult(
         plan=plan,
         memory=report,
         spec=state.plan,
         layout=state.layout,
         graph=g,
-        stage_of_op={_op_name(op, i): s for i, op in enumerate(g.ops)
-                     if (s := state.stages.stage_of.get(op)) is not None},  # fmt: skip
+        stage_of_op=stage_of_op,
         shardings={k: str(v) for k, v in state.sharding.values.items()},
         collectives=tuple(state.records),
         diagnostics=tuple(state.diagnostics),
@@ -217,5 +239,6 @@ __all__ = [
     "lower",
     "memory",
     "parallelize",
+    "run_in_place",
     "schedule",
 ]

@@ -32,7 +32,7 @@ from waferflow.ir.opkind import OpKind
 from waferflow.ir.sharding import MeshAxis, Partial, Placement, Replicated, Sharding, Split
 from waferflow.parallel.plan_spec import GradReduce, ParallelPlan
 from waferflow.parallel.propagate import Conversion, OpSharding, ShardingResult
-from waferflow.parallel.stages import StageAssignment, root_value
+from waferflow.parallel.stages import StageAssignment, layer_key, root_value
 
 K = OpKind
 _AXIS_ORDER = (MeshAxis.MB, MeshAxis.DP, MeshAxis.TP)
@@ -98,7 +98,63 @@ def insert_collectives(
             continue
         for axis, dim in info.stats:
             _add_stats(graph, sharding, stages, op, axis, dim, inserted)
-    return inserted
+    return _bucket(graph, sharding, stages, inserted)
+
+
+def _bucket(
+    graph: Graph,
+    sharding: ShardingResult,
+    stages: StageAssignment,
+    inserted: list[InsertedCollective],
+) -> list[InsertedCollective]:
+    """Merge the gradient collectives of one layer into one op (a bucket, as DDP
+    does): one collective moves the layer's gradients together, paying the start-up
+    latency once. Only collectives whose every user is an optimizer op are merged."""
+    users = graph.users()
+    groups: dict[tuple, list[InsertedCollective]] = {}
+    for ic in inserted:
+        op = ic.op
+        r = op.results[0]
+        if ic.stats_dim is not None or not users.get(r):
+            continue
+        if not all(u.phase is Phase.OPT for u in users[r]):
+            continue
+        key = (stages.stage_of[op], layer_key(op.prov.module), op.kind, ic.axis, ic.src, ic.dst,
+               op.attrs.get("root"), str(sharding.ops[op].inputs[0].get(MeshAxis.MB)))  # fmt: skip
+        groups.setdefault(key, []).append(ic)
+    out = [ic for ic in inserted if not any(ic in g for g in groups.values() if len(g) > 1)]
+    position = {id(op): i for i, op in enumerate(graph.ops)}
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        old = [m.op for m in members]
+        names = [o.results[0].name for o in old]
+        olds = [o.results[0] for o in old]
+        inputs = [o.operands[0] for o in old]
+        infos = [sharding.ops.pop(o) for o in old]
+        stage = stages.stage_of[old[0]]
+        for o in old:
+            del stages.stage_of[o]
+        last = max(old, key=lambda o: position[id(o)])
+        anchor_at = graph.ops.index(last)
+        new = graph.add_op(
+            old[0].kind, inputs, [v.type for v in olds], attrs=old[0].attrs,
+            cost=sum((o.cost for o in old), Cost()), phase=old[0].phase, prov=old[0].prov,
+            names=[f"{n}.bucket" for n in names],
+        )  # fmt: skip
+        graph.ops.remove(new)
+        graph.ops.insert(anchor_at + 1, new)
+        for a, b in zip(olds, new.results, strict=True):
+            graph.replace_all_uses(a, b)
+            sharding.values[b.name] = sharding.values.pop(a.name)
+        graph.erase_ops(old)
+        sharding.ops[new] = OpSharding(
+            inputs=tuple(i.inputs[0] for i in infos), divided=frozenset()
+        )
+        stages.stage_of[new] = stage
+        m0 = members[0]
+        out.append(InsertedCollective(new, m0.axis, m0.src, m0.dst))
+    return out
 
 
 def _after_producer(graph: Graph, new: Op, v: Value) -> None:
@@ -165,7 +221,8 @@ def _add_stats(
 ) -> None:
     v = op.results[0]
     users = [u for u in graph.ops if any(x is v for x in u.operands)]
-    attrs = {"axis": axis.value, "src": "P", "dst": "R", "stats_dim": dim}
+    here = placement_text(sharding.of(v).get(axis))
+    attrs = {"axis": axis.value, "src": here, "dst": here, "stats_dim": dim}
     new = graph.add_op(
         K.ALL_REDUCE,
         [v],

@@ -51,7 +51,9 @@ class Layout:
         for c in flat:
             coord = divmod(c, wafer.cols)
             if not 0 <= c < wafer.num_cores or coord in wafer.dead_cores:
-                raise PlanError(f"layout uses core {coord}, which is not an alive core of {wafer.name}")
+                raise PlanError(
+                    f"layout uses core {coord}, which is not an alive core of {wafer.name}"
+                )
 
     def describe(self, wafer: Wafer) -> str:
         lines = [f"layout ({self.kind}):"]
@@ -86,9 +88,7 @@ def strip_layout(wafer: Wafer, pp: int, ranks: int, width: int) -> Layout:
     if strips is not None:
         return Layout(strips, "strips")
     order = snake(wafer)
-    return Layout(
-        tuple(tuple(order[s * ranks : (s + 1) * ranks]) for s in range(pp)), "snake"
-    )
+    return Layout(tuple(tuple(order[s * ranks : (s + 1) * ranks]) for s in range(pp)), "snake")
 
 
 def _strips(wafer: Wafer, pp: int, ranks: int, width: int) -> tuple[tuple[int, ...], ...] | None:

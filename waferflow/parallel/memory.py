@@ -127,14 +127,20 @@ class MemoryReport:
         return "\n".join(x for x in lines if x.strip())
 
 
-def _suggest(report_cores: Sequence[CoreMemory], recompute: bool) -> tuple[str, ...]:
-    worst = max(report_cores, key=lambda c: c.overflow)
+def suggestions(
+    worst: CoreMemory, *, recompute: bool, gpipe: bool = False, microbatches: int = 1
+) -> tuple[str, ...]:
+    """What could make the worst core fit, from what fills it."""
     tips = []
     fixed = worst.part("weights") + worst.part("optimizer") + worst.part("gradients")
     if fixed > worst.capacity_bytes:
         tips.append("weights, gradients and optimizer state alone exceed a core: raise tp or pp")
-    if worst.part("activations") > 0 and not recompute:
-        tips.append("try recompute=true, schedule=1f1b or fewer micro-batches in flight")
+    if worst.part("activations") > 0:
+        ways = [] if recompute else ["recompute=true"]
+        if gpipe and microbatches > 1:
+            ways.append("schedule=1f1b")
+        ways.append("more micro-batches (smaller ones)")
+        tips.append("for activations try " + ", ".join(ways))
     tips.append("or plan on a coarser view of the wafer (--coarsen K: K x K cores per node)")
     return tuple(tips)
 
@@ -146,6 +152,8 @@ def plan_memory(
     *,
     recompute: bool = False,
     plan_name: str = "",
+    gpipe: bool = False,
+    microbatches: int = 1,
 ) -> MemoryReport:
     """Peak bytes per core of ``plan`` (see the module docstring)."""
     cores: list[CoreMemory] = []
@@ -154,7 +162,10 @@ def plan_memory(
             continue
         cores.append(_core(core, ids, plan, meta, wafer, recompute))
     bad = [c for c in cores if not c.fits]
-    tips = _suggest(bad, recompute) if bad else ()
+    tips = ()
+    if bad:
+        worst = max(bad, key=lambda c: c.overflow)
+        tips = suggestions(worst, recompute=recompute, gpipe=gpipe, microbatches=microbatches)
     return MemoryReport(tuple(cores), recompute, plan_name or plan.name, wafer.name, tips)
 
 
@@ -236,9 +247,7 @@ def _core(
     )
 
 
-def _spans(
-    start: int, uses: list[tuple[int, bool]], split: bool
-) -> list[tuple[int, int]]:
+def _spans(start: int, uses: list[tuple[int, bool]], split: bool) -> list[tuple[int, int]]:
     """Intervals of positions a buffer is live (two with recompute: forward, backward)."""
     if not uses:
         return [(start, start)]
@@ -267,4 +276,5 @@ __all__ = [
     "check_fits",
     "fmt_bytes",
     "plan_memory",
+    "suggestions",
 ]

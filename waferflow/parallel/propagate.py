@@ -71,6 +71,9 @@ VIEWISH = frozenset(
 )  # fmt: skip
 
 
+DEFERRABLE = ELEMENTWISE | OPTIMIZER
+
+
 def _rules() -> dict[OpKind, Rule]:
     table: dict[OpKind, Rule] = {}
     for k in ELEMENTWISE | OPTIMIZER:
@@ -188,7 +191,7 @@ class _Engine:
                 if is_u(self._get(v, a)):
                     self._decide(v, a, REPLICATED)
         for idx in self.deferred:
-            self._refresh_view(idx, self.graph.ops[idx])
+            self._op(idx, self.graph.ops[idx])  # their operands are decided now
         values = {
             v.name: Sharding.of({a: self._get(v, a) for a in self.axes})  # type: ignore[misc]
             for v in self.pl
@@ -260,30 +263,21 @@ class _Engine:
                 self.pl.setdefault(v, {}).setdefault(a, UNDECIDED)
         self.ops[op] = OpSharding(
             inputs=tuple(
-                Sharding.of({a: inputs[a][i] for a in self.axes})
-                for i in range(len(op.operands))
+                Sharding.of({a: inputs[a][i] for a in self.axes}) for i in range(len(op.operands))
             ),
             divided=frozenset(divided),
             stats=tuple(stats),
         )
 
-    def _refresh_view(self, idx: int, op: Op) -> None:
-        """Record a view's sharding once its (then undecided) operand is decided."""
-        inputs: dict[MeshAxis, list[Placement]] = {}
-        divided: set[MeshAxis] = set()
-        for a in self.axes:
-            ins = [self._get(v, a) for v in op.operands]
-            inputs[a] = [REPLICATED if is_u(p) else p for p in ins]  # type: ignore[misc]
-            res = RULES[op.kind](op, inputs[a], AxisCtx(a, self.mesh.degree(a), self.batch))
-            if res.divided:
-                divided.add(a)
-        self.ops[op] = OpSharding(
-            inputs=tuple(
-                Sharding.of({a: inputs[a][i] for a in self.axes})
-                for i in range(len(op.operands))
-            ),
-            divided=frozenset(divided),
-        )
+    @staticmethod
+    def _defers(op: Op, ins: Sequence[AnyPlacement]) -> bool:
+        """Ops on undecided parameters only (a transpose of a weight, the scaling of
+        an optimizer moment) wait until a later op decides the parameter."""
+        if not ins or not any(is_u(p) for p in ins):
+            return False
+        if op.kind in VIEWISH:
+            return is_u(ins[0])
+        return op.kind in DEFERRABLE and all(is_u(p) for p in ins)
 
     @staticmethod
     def _forced(mode: LayerMode | None, axis: MeshAxis) -> bool:
@@ -306,7 +300,7 @@ class _Engine:
         self, idx: int, op: Op, axis: MeshAxis, mode: LayerMode | None, forced: bool
     ) -> tuple[list[Placement], list[Placement], bool, int | None] | None:
         ins = [self._get(v, axis) for v in op.operands]
-        if op.kind in VIEWISH and ins and is_u(ins[0]):
+        if self._defers(op, ins):
             for v in op.results:
                 self.pl.setdefault(v, {})[axis] = UNDECIDED
             return None
@@ -380,39 +374,52 @@ class _Engine:
         pl = self.pl.setdefault(v, {})
         p = pl.get(axis, REPLICATED)
         op = v.producer
-        if is_u(p) and op is not None and op.kind in VIEWISH and op.operands:
-            src = self._get(op.operands[0], axis)
-            if not is_u(src):
-                ctx = AxisCtx(axis, self.mesh.degree(axis), self.batch)
-                res = RULES[op.kind](op, [src, *([REPLICATED] * (len(op.operands) - 1))], ctx)
-                p = res.out[op.results.index(v)] if res.out else REPLICATED
-                pl[axis] = p
+        if not is_u(p) or op is None or op.is_source or not op.operands:
+            return p
+        if op.kind in VIEWISH:
+            ins = [self._get(op.operands[0], axis), *([REPLICATED] * (len(op.operands) - 1))]
+        elif op.kind in DEFERRABLE:
+            ins = [self._get(u, axis) for u in op.operands]
+        else:
+            return p
+        if any(is_u(x) for x in ins):
+            return p
+        res = RULES[op.kind](op, ins, AxisCtx(axis, self.mesh.degree(axis), self.batch))
+        p = res.out[op.results.index(v)] if res.out else REPLICATED
+        pl[axis] = p
         return p
 
     def _decide(self, v: Value, axis: MeshAxis, want: Placement) -> Placement:
-        """Fix the placement of the undecided source under ``v`` so that ``v`` gets
-        ``want``; returns what ``v`` actually gets (replicated if it cannot)."""
-        chain = [v]
-        while chain[-1].producer is not None and chain[-1].producer.kind in VIEWISH:
-            chain.append(chain[-1].producer.operands[0])
-        root = chain[-1]
-        p: Placement | None = want
-        for w in chain[:-1]:
-            p = _inverse(w, p, self.mesh.degree(axis)) if p is not None else None
-        if p is None:
-            p = REPLICATED
-            self.notes.append(
-                f"{axis.value}: %{root.name} kept whole: its split cannot be mapped back "
-                "through its views"
-            )
-        self.pl.setdefault(root, {})[axis] = p
-        for w in chain[:-1]:
-            self.pl.setdefault(w, {})[axis] = UNDECIDED
-        return self._get(v, axis)  # type: ignore[return-value]
+        """Fix the undecided sources under ``v`` (through views and ops waiting on
+        them) so that ``v`` gets ``want``; returns what ``v`` actually gets."""
+        op = v.producer
+        pl = self.pl.setdefault(v, {})
+        if op is None or op.is_source:
+            pl[axis] = want
+            return want
+        if not is_u(pl.get(axis)):
+            return self._get(v, axis)  # type: ignore[return-value]
+        if op.kind in VIEWISH:
+            inv = _inverse(v, want, self.mesh.degree(axis))
+            if inv is None:
+                inv = REPLICATED
+                self.notes.append(
+                    f"{axis.value}: %{op.operands[0].name} kept whole: its split cannot be "
+                    "mapped back through its views"
+                )
+            self._decide(op.operands[0], axis, inv)
+        else:
+            out_shape = shape(v)
+            for u in op.operands:
+                if is_u(self._get(u, axis)):
+                    self._decide(u, axis, _aligned_placement(want, shape(u), out_shape))
+        got = self._get(v, axis)
+        return REPLICATED if is_u(got) else got  # type: ignore[return-value]
 
     def _choose_block(self, op: Op, out_dim: int) -> int:
         """Column split of ``op``'s result: if the result is chunked along the split
-        dimension (a fused q-k-v projection), use the chunks' heads as the block."""
+        dimension (a fused q-k-v projection), use the chunks' heads as the block
+        (``-c`` when the degree does not divide the chunks of size c; 0: none)."""
         n = self.mesh.degree(MeshAxis.TP)
         frontier = [(op.results[0], out_dim)]
         for _ in range(4):
@@ -425,14 +432,26 @@ class _Engine:
                         sizes = {shape(r)[dim] for r in u.results}
                         if dim == d and len(sizes) == 1:
                             c = sizes.pop()
-                            if c % n == 0 and c < shape(v)[d]:
-                                return c // n
+                            if c < shape(v)[d]:
+                                return c // n if c % n == 0 else -c
                     elif u.kind in (K.VIEW, K.ALIAS, K.DETACH, K.CLONE):
                         nd = _follow_dim(shape(v), shape(u.results[0]), d)
                         if nd is not None:
                             nxt.append((u.results[0], nd))
             frontier = nxt
         return 0
+
+
+def _aligned_placement(
+    want: Placement, operand: tuple[int, ...], out: tuple[int, ...]
+) -> Placement:
+    """An elementwise operand's share of a result placed ``want`` (broadcasting)."""
+    if not isinstance(want, Split):
+        return want
+    d = want.dim - (len(out) - len(operand))
+    if d >= 0 and operand[d] == out[want.dim]:
+        return Split(d, want.block)
+    return REPLICATED
 
 
 def _follow_dim(src: tuple[int, ...], dst: tuple[int, ...], d: int) -> int | None:

@@ -14,10 +14,10 @@ from waferflow.ir.opkind import OpKind
 from waferflow.ir.sharding import (
     PARTIAL,
     REPLICATED,
+    MeshAxis,
     Placement,
     Split,
     map_split_permute,
-    MeshAxis,
     map_split_view,
     transpose_perm,
     view_groups,

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from waferflow.ir.graph import Op, Value
 from waferflow.ir.opkind import OpKind
-from waferflow.ir.sharding import PARTIAL, REPLICATED, Placement, Split
+from waferflow.ir.sharding import PARTIAL, REPLICATED, MeshAxis, Placement, Split
 from waferflow.parallel.rule_base import (
     AnyPlacement,
     AxisCtx,
@@ -167,15 +167,31 @@ def _decide_mm(
         wd = labels_w.index(out_label)
         size = shape(w)[wd]
         block = ctx.choose_block(op, lo.index(out_label)) if ctx.choose_block else 0
+        if block < 0:
+            return pa, pb, (
+                f"tp={ctx.n} does not divide the {-block}-wide pieces that the output of "
+                f"weight %{w.name} {list(shape(w))} is cut into (e.g. query / key / value: "
+                "tp must divide the number of heads)"
+            )
         if not block or size % (block * ctx.n):
             block = size // ctx.n if size % ctx.n == 0 else 0
-        if not block:
-            return pa, pb, (
-                f"tp={ctx.n} does not divide the output size {size} of weight %{w.name} "
-                f"{list(shape(w))} ({op.prov.module or op.kind.value}); choose tp dividing "
-                "the hidden / MLP / vocabulary sizes"
+        kd = labels_w.index("K")
+        if block:
+            chosen = Split(wd, block)
+        elif shape(w)[kd] % ctx.n == 0:
+            # an output too small to split (a classifier head): split the input dim
+            chosen = Split(kd, shape(w)[kd] // ctx.n)
+        else:
+            return (
+                pa,
+                pb,
+                (
+                    f"tp={ctx.n} divides neither the output size {size} nor the input size "
+                    f"{shape(w)[kd]} of weight %{w.name} {list(shape(w))} "
+                    f"({op.prov.module or op.kind.value}); choose tp dividing the hidden / MLP / "
+                    "vocabulary sizes"
+                ),
             )
-        chosen = Split(wd, block)
         if x == "P":
             other = REPLICATED  # reduce the partial input first, then split the weight
     else:
@@ -354,9 +370,7 @@ def layer_norm_backward(op: Op, ins: Sequence[AnyPlacement], ctx: AxisCtx) -> Ru
     """(grad, x, mean, rstd, w, b) -> masked (grad_x, grad_w, grad_b)."""
     rank = len(shape(op.operands[0]))
     normed = _norm_dims(op, rank)
-    split = next(
-        (p for p in ins[:2] if isinstance(p, Split) and p.dim not in normed), None
-    )
+    split = next((p for p in ins[:2] if isinstance(p, Split) and p.dim not in normed), None)
     if split is None:
         if any(is_s(p) for p in ins):
             return replicate_all(op, ins, note="layer norm backward over a split dimension")
@@ -429,16 +443,10 @@ def embedding(op: Op, ins: Sequence[AnyPlacement], ctx: AxisCtx) -> RuleOut:
     if isinstance(pi, Split):
         return RuleOut([_need(pw, REPLICATED), None], [Split(pi.dim, pi.block)], True)
     if is_u(pw):
-        v, d = shape(w)
-        if v % ctx.n == 0:
-            pw = Split(0, v // ctx.n)
-        elif d % ctx.n == 0:
-            pw = Split(1, d // ctx.n)
-        else:
-            return RuleOut(keep(ins), [REPLICATED], error=(
-                f"tp={ctx.n} divides neither the vocabulary {v} nor the width {d} of "
-                f"embedding %{w.name}"
-            ))  # fmt: skip
+        # vocabulary parallel, padded when the degree does not divide the vocabulary
+        # (as Megatron pads it): the last rank holds the remainder
+        v = shape(w)[0]
+        pw = Split(0, -(-v // ctx.n))
     if isinstance(pw, Split):
         out: Placement = PARTIAL if pw.dim == 0 else Split(rank_out - 1, pw.block)
         return RuleOut([_need(ins[0], pw), _need(pi, REPLICATED)], [out], True)
@@ -446,12 +454,17 @@ def embedding(op: Op, ins: Sequence[AnyPlacement], ctx: AxisCtx) -> RuleOut:
 
 
 def embedding_backward(op: Op, ins: Sequence[AnyPlacement], ctx: AxisCtx) -> RuleOut:
+    """(grad, indices) -> grad of the weight [V, D]: partial over split samples; along
+    ``tp`` each rank scatters only the rows of its vocabulary shard."""
     pg, pi = ins[0], ins[1]
     rank = len(shape(op.operands[0]))
     if isinstance(pg, Split) and pg.dim < rank - 1:
         return RuleOut([None, _need(pi, Split(pg.dim, pg.block))], [PARTIAL], True)
     if isinstance(pg, Split):
         return RuleOut([None, _need(pi, REPLICATED)], [Split(1, pg.block)], True)
+    if ctx.axis is MeshAxis.TP and not is_p(pg) and (is_r(pi) or is_u(pi)):
+        v = shape(op.results[0])[0]
+        return RuleOut(keep(ins), [Split(0, -(-v // ctx.n))], True)
     if is_p(pg) and is_r(pi):
         return RuleOut(keep(ins), [PARTIAL])
     if any(is_s(p) or is_p(p) for p in ins):

@@ -92,11 +92,11 @@ def pattern_layers(graph: Graph) -> list[str]:
     """Keys that get a letter in a per-layer pattern, in forward order."""
     keys: list[str] = []
     for op in graph.ops:
-        if op.phase is Phase.FWD and op.kind in MATMUL_LIKE:
-            if any(param_of(v) is not None for v in op.operands):
-                key = layer_key(op.prov.module)
-                if key not in keys:
-                    keys.append(key)
+        weighted = any(param_of(v) is not None for v in op.operands)
+        if op.phase is Phase.FWD and op.kind in MATMUL_LIKE and weighted:
+            key = layer_key(op.prov.module)
+            if key not in keys:
+                keys.append(key)
     return keys
 
 
@@ -175,9 +175,7 @@ def _unit_figures(
     return cost, mem
 
 
-def partition(
-    cost: Sequence[float], mem: Sequence[float], pp: int, capacity: float
-) -> list[int]:
+def partition(cost: Sequence[float], mem: Sequence[float], pp: int, capacity: float) -> list[int]:
     """Stage of each unit: contiguous, ``pp`` non-empty stages, the slowest stage as
     fast as possible among cuts whose stages fit ``capacity`` (else ignoring memory)."""
     n = len(cost)

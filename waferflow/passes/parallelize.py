@@ -1,0 +1,69 @@
+"""parallelize: choose how the step is cut over dp x tp x pp ranks.
+
+Runs sharding propagation (every value's placement along dp / tp / mb, parameters
+split Megatron-style) and the pipeline stage cut; the result is a ``ParallelState``
+stored under ``parallelize`` for ``insert-collectives``, ``schedule``,
+``lower-collectives`` and ``plan-memory``. The graph itself is not changed.
+Fallbacks (an op replicated for want of a rule) become warnings. Needs a wafer.
+See docs/parallel.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import ClassVar
+
+from waferflow.errors import PassError, PlanError
+from waferflow.ir.graph import Graph
+from waferflow.parallel.driver import parallelize
+from waferflow.parallel.plan_spec import (
+    CollectiveAlgo,
+    GradReduce,
+    Granularity,
+    ParallelPlan,
+    PipelineSchedule,
+    parse_plan,
+)
+from waferflow.passes.base import Pass, PassContext, option
+from waferflow.passes.registry import register_pass
+
+
+@register_pass
+@dataclass(frozen=True)
+class Parallelize(Pass):
+    """Shard the step over dp x tp x pp ranks with micro-batches (shardings, stages)."""
+
+    name: ClassVar[str] = "parallelize"
+    dp: int = option(1, "data-parallel replicas")
+    tp: int = option(1, "tensor-parallel ranks")
+    pp: int = option(1, "pipeline stages")
+    microbatches: int = option(1, "micro-batches per step")
+    schedule: PipelineSchedule = option(PipelineSchedule.ONE_F_ONE_B, "pipeline schedule")
+    grad_reduce: GradReduce = option(GradReduce.ALL_REDUCE, "gradient reduction")
+    algo: CollectiveAlgo = option(CollectiveAlgo.AUTO, "collective algorithm")
+    recompute: bool = option(False, "recompute activations in the backward")
+    layers: str = option("", "per-layer pattern, one of d/t/r per layer (needs ways)")
+    ways: int = option(1, "degree of the per-layer pattern")
+    group: Granularity = option(Granularity.MODULE, "ops per actor: op, module or layer")
+    overlap: bool = option(True, "interleave gradient reduction with the backward")
+    plan: str = option("", 'the whole plan as one string, e.g. "dp=2,tp=4" (overrides)')
+
+    def spec(self) -> ParallelPlan:
+        if self.plan:
+            return parse_plan(self.plan)
+        values = {f.name: getattr(self, f.name) for f in fields(ParallelPlan)}
+        return ParallelPlan(**values)
+
+    def check_options(self) -> None:
+        try:
+            self.spec()
+        except PlanError as exc:
+            raise PassError(f"pass 'parallelize': {exc}") from None
+
+    def apply(self, ctx: PassContext, graph: Graph) -> Graph:
+        wafer = ctx.require_wafer(self.name)
+        state = parallelize(graph, wafer, self.spec())
+        for note in state.diagnostics:
+            ctx.warn(self.name, note)
+        ctx.put_result(self.name, state)
+        return graph
