@@ -220,8 +220,9 @@ def test_stale_scripts_of_a_larger_experiment_are_removed(tmp_path: Path) -> Non
 # -- what the format cannot express -----------------------------------------------------------
 
 
-def _store_prog(a: int, n_entries: int = 1, n_ops: int = 1) -> ActorProgram:
-    e = Entry(out(keep(0)), inp(*[HOST] * n_ops), Op.store(1, 1, 1, 32))
+def _store_prog(a: int, n_entries: int) -> ActorProgram:
+    """STORE <- host, then ADDs on the slot, the last one to the host: ``n_entries`` long."""
+    e = Entry(out(keep(0)), inp(HOST), Op.store(1, 1, 1, 32))
     last = Entry(out(HOST), inp(release(0)), Op.add(1, 1, 1, 32))
     entries = (e,) + tuple(
         Entry(out(keep(0)), inp(release(0)), Op.add(1, 1, 1, 32)) for _ in range(n_entries - 2)
@@ -245,7 +246,7 @@ def test_format_limits_are_refused_by_name() -> None:
         compile_seed_plan(seed_cnn_layers(batch=70_000), "pipe")
     with pytest.raises(PlanError, match="at most 16"):
         generate_experiment(Cnn(28, tiny_cnn().layers), "layers=dd,ways=7")
-    with pytest.raises(PlanError, match="at most 4 operands"):
+    with pytest.raises(PlanError, match="5 operands.*at most 4"):
         generate_experiment(Cnn(5, tiny_cnn().layers), "layers=dd,ways=5")
 
 

@@ -72,3 +72,26 @@ def test_stages_follow_the_layers(gpt2_tiny) -> None:  # type: ignore[no-untyped
     assert stage["transformer.h.0.attn.c_attn.weight.grad"] == 0
     assert stage["transformer.h.1.attn.c_attn.weight.grad"] == 1
     assert stage["loss"] == 1
+
+
+@pytest.mark.parametrize(("p", "m"), [(2, 4), (4, 4), (4, 8), (3, 2)])
+def test_micro_batches_in_flight(p: int, m: int) -> None:
+    """GPipe keeps every micro-batch's activations until its backward; 1F1B at most
+    p - s on stage s: the most forwards done and not yet backwarded."""
+    for s in range(p):
+        for schedule, limit in (("gpipe", m), ("1f1b", min(p - s, m))):
+            blocks = _stage_blocks(parse_plan(f"pp={p},mb={m},schedule={schedule}"), s)
+            live = peak = 0
+            for b in blocks:
+                live += {"F": 1, "B": -1, "L": 0}[b.kind]
+                peak = max(peak, live)
+            assert peak == limit and live == 0
+
+
+def test_1f1b_needs_less_memory_than_gpipe() -> None:
+    g = chain(4, batch=32, width=64, fwd_flops=1000, bwd_flops=2000)
+    peaks = {}
+    for schedule in ("gpipe", "1f1b"):
+        r = build_parallel_plan(g, fast_wafer(4), f"pp=4,microbatches=8,schedule={schedule}")
+        peaks[schedule] = [c.part("activations") for c in r.memory.cores]
+    assert all(a < b for a, b in zip(peaks["1f1b"], peaks["gpipe"], strict=True))

@@ -6,9 +6,15 @@ cycle-level simulator that reproduces the authors' published runs.
     >>> simulate_experiment(exp).batch_ns
     11978000
 
+``emit_experiment`` writes an experiment folder the authors' SystemC simulator runs,
+``read_experiment`` reads one back and ``check_experiment`` checks one without running
+it; ``compile_seed_plan`` compiles and simulates a seed plan in one call.
+
 See docs/amcoda.md.
 """
 
+from waferflow.backend_amcoda.checker import CheckIssue, check_experiment, format_issues
+from waferflow.backend_amcoda.emit import emit_experiment
 from waferflow.backend_amcoda.generate import generate_experiment
 from waferflow.backend_amcoda.layers import (
     Cnn,
@@ -44,7 +50,9 @@ from waferflow.backend_amcoda.program import (
     release,
     split_floats,
 )
+from waferflow.backend_amcoda.reader import Severity, read_experiment
 from waferflow.backend_amcoda.reference import PUBLISHED, PublishedRun, published
+from waferflow.backend_amcoda.report import SeedCompileResult, compile_seed_plan
 from waferflow.backend_amcoda.simulate import (
     ActorStats,
     AmcodaResult,
@@ -62,6 +70,7 @@ __all__ = [
     "ActorStats",
     "AluOp",
     "AmcodaResult",
+    "CheckIssue",
     "Cnn",
     "ConvLayer",
     "Entry",
@@ -84,10 +93,16 @@ __all__ = [
     "PlanKind",
     "PoolLayer",
     "PublishedRun",
+    "SeedCompileResult",
     "SeedPlan",
+    "Severity",
     "Transfer",
     "actor",
+    "check_experiment",
     "cnn_layers_from_graph",
+    "compile_seed_plan",
+    "emit_experiment",
+    "format_issues",
     "generate_experiment",
     "hazard_b_sites",
     "inp",
@@ -96,6 +111,7 @@ __all__ = [
     "packages",
     "parse_seed_plan",
     "published",
+    "read_experiment",
     "release",
     "seed_cnn_layers",
     "simulate_experiment",

@@ -359,6 +359,8 @@ class _Engine:
             return cur  # type: ignore[return-value]
         if isinstance(cur, Replicated) and isinstance(need, Split):
             return need  # a local slice, no communication
+        if axis is not MeshAxis.MB and _from_source(v) and not isinstance(cur, Partial):
+            return need  # inputs and weights are loaded as each rank needs them
         if axis is MeshAxis.MB and isinstance(cur, Split):
             raise PlanError(
                 f"{_where(op)} needs whole samples across micro-batches of %{v.name} "
@@ -440,6 +442,12 @@ class _Engine:
                             nxt.append((u.results[0], nd))
             frontier = nxt
         return 0
+
+
+def _from_source(v: Value) -> bool:
+    while v.producer is not None and v.producer.kind in VIEWISH and v.producer.operands:
+        v = v.producer.operands[0]
+    return v.producer is not None and v.producer.is_source
 
 
 def _aligned_placement(
