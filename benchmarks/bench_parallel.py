@@ -2,23 +2,24 @@
 fast the step is, and whether it fits.
 
 For GPT-2-small and Llama-7B training steps (traced on meta, SGD), every plan of a
-small grid of (dp, tp, pp, micro-batches, 1F1B) is built with ``build_parallel_plan``
-on ``wse2.coarsen(12)`` (84 x 63 nodes of 12 x 12 cores: 6.75 MiB and 317 GFLOP/s
-f32 each; 12 is the largest k dividing the WSE-2 dies), timed with the analytical
-estimator, and the fastest few (plus the baseline) with the event simulator.
+small grid of (dp, tp, pp, micro-batches; 1F1B) is built with ``build_parallel_plan``
+on ``wse2.coarsen(k)`` (default k = 84: 12 x 9 nodes of 84 x 84 cores, 330.75 MiB and
+15.5 TFLOP/s f32 each; one rank per node, so a rank's share must fit a node), timed
+with the analytical estimator, and the fastest few (plus the baseline) with the event
+simulator. ``--coarsen 12`` gives 84 x 63 nodes of 6.75 MiB (nothing fits).
 
 Reported per plan: build, estimate and simulate wall time, actors, step time, model
 FLOPs utilisation (MFU: the unsharded step's FLOPs / (step time x the whole wafer's
 f32 peak)), the fullest core's memory and whether the plan fits. Ratios are against
 the data-parallel-only plan measured in the same run (the baseline).
 
-Neither model fits this wafer in f32 with one rank per node: the weights, gradients
-and activations of a rank exceed 6.75 MiB (Cerebras streams weights from off-wafer
-memory instead). So plans are built with ``check_memory=False`` and flagged; the
-best plan is the fastest that fits if any does, else the fastest overall (flagged).
+Plans are built with ``check_memory=False`` and flagged; the best plan is the fastest
+that fits if any does, else the fastest overall (flagged). Llama-7B cannot fit the
+wafer's 37.5 GB of SRAM in f32 with SGD (27 GB of weights and as much of gradients):
+its rows show speed and how far each plan is from fitting.
 
 Run: ``.venv/bin/python benchmarks/bench_parallel.py`` (``--quick``: GPT-2 only, fewer
-plans; ``--simulate all`` simulates every plan).
+plans; ``--simulate all`` simulates every plan; ``--coarsen K``).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from waferflow.parallel.memory import fmt_bytes
 from waferflow.parallel.plan_spec import PipelineSchedule
 from waferflow.parallel.report import model_flops_utilisation
 
-COARSEN = 12
+COARSEN = 84  # one node per WSE-2 die row-slice: 12 x 9 nodes of 84 x 84 cores
 
 
 @dataclass
@@ -154,9 +155,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="GPT-2-small only, fewer plans")
     ap.add_argument("--simulate", choices=["best", "all"], default="best")
+    ap.add_argument("--coarsen", type=int, default=COARSEN, help=f"k (default {COARSEN})")
     args = ap.parse_args(argv)
-    wafer = get_wafer("wse2").coarsen(COARSEN)
-    print(f"wafer: wse2 viewed {COARSEN} x {COARSEN}: {wafer.rows} x {wafer.cols} nodes, "
+    wafer = get_wafer("wse2").coarsen(args.coarsen)
+    print(f"wafer: wse2 viewed {args.coarsen} x {args.coarsen}: {wafer.rows} x {wafer.cols} nodes, "
           f"{fmt_bytes(wafer.sram_bytes)} and {wafer.peak(wafer.peak_flops[0][0]) / 1e9:.0f} "
           f"GFLOP/s f32 per node")  # fmt: skip
     sched = {"schedule": PipelineSchedule.ONE_F_ONE_B}
@@ -165,7 +167,11 @@ def main(argv: list[str] | None = None) -> int:
         gpt2 = [ParallelPlan(dp=8), *plan_grid((1, 2), (4,), (1, 4), (1, 4), **sched)]
         bench_model("hf:gpt2", 8, 256, gpt2, wafer, sim_all)
         return 0
-    gpt2 = [ParallelPlan(dp=8), *plan_grid((1, 2), (4, 12), (1, 4), (1, 4), **sched)]
+    gpt2 = [
+        ParallelPlan(dp=8),
+        *plan_grid((1, 2), (4, 12), (1, 4), (1, 4), **sched),
+        *plan_grid((2,), (4,), (4,), (4,), recompute=True, **sched),
+    ]
     bench_model("hf:gpt2", 8, 512, gpt2, wafer, sim_all)
     llama = [ParallelPlan(dp=4), *plan_grid((1,), (8,), (4, 8), (1, 4), **sched),
              *plan_grid((2,), (8,), (8,), (2,), **sched)]  # fmt: skip

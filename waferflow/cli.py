@@ -175,18 +175,66 @@ def cmd_viz(args: argparse.Namespace) -> int:
     return 0
 
 
+def _is_seed_machine(wafer) -> bool:  # wafer: Wafer
+    """The AMCoDA machine (a crossbar with the req/ack handshake) runs seed programs."""
+    from waferflow.ir.target import Topology
+
+    flow = wafer.flow
+    return wafer.topology is Topology.CROSSBAR and flow is not None and flow.handshake
+
+
+def _seed_plan_text(plan: str | None) -> str:
+    """Seed plans: 'pipe', 'gpipe=M', 'layers=ddt,ways=4'; a leading 'pp=1,' (one
+    actor per layer, the seed's only layout) is accepted and dropped."""
+    parts = [p.strip() for p in (plan or "pipe").split(",") if p.strip()]
+    return ",".join(p for p in parts if p.replace(" ", "") != "pp=1") or "pipe"
+
+
+def _compile_seed(args: argparse.Namespace, wafer) -> int:  # wafer: Wafer
+    from waferflow.backend_amcoda import compile_seed_plan
+    from waferflow.ir.summary import summarize
+
+    if args.mode != "train":
+        raise WaferflowError("the seed machine runs training steps only: add --mode train")
+    graph = _trace_model(args)
+    print(summarize(graph))
+    ports = args.mem_ports or (wafer.flow.max_streams if wafer.flow else 4) or 4
+    result = compile_seed_plan(graph, _seed_plan_text(args.plan), mem_ports=ports,
+                               hazard_guard=args.hazard_guard)  # fmt: skip
+    print(result.summary())
+    if args.emit == "amcoda":
+        if not args.output:
+            raise WaferflowError("--emit amcoda needs -o EXP_DIR (the experiment folder)")
+        print(f"wrote {result.emit(args.output, seed=args.seed)}")
+    elif args.output:
+        print(f"wrote {result.save_plan(args.output)}")
+    if args.trace:
+        result.result.to_chrome_trace(args.trace)
+        print(f"wrote {args.trace}")
+    return 0
+
+
 def cmd_compile(args: argparse.Namespace) -> int:
     from waferflow.api import compile as wf_compile
+    from waferflow.api import resolve_wafer
     from waferflow.ir.summary import summarize
+
+    wafer = resolve_wafer(args.wafer, args.coarsen)
+    if _is_seed_machine(wafer):
+        return _compile_seed(args, wafer)
+    if args.emit:
+        raise WaferflowError(
+            f"--emit {args.emit} needs the seed machine (--wafer amcoda); {wafer.name} has "
+            "no program format to emit"
+        )
 
     compiled = wf_compile(
         args.model,
-        wafer=args.wafer,
+        wafer=wafer,
         mode=args.mode,
         optimizer=args.optimizer,
         plan=args.plan,
         passes=args.passes,
-        coarsen=args.coarsen,
         batch=args.batch,
         seq=args.seq,
         print_ir_after=tuple(args.print_ir_after or ()),
@@ -285,6 +333,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--png", metavar="PLACEMENT.png", help="draw the placement map (.png or .svg)")
     p.add_argument("--report", metavar="REPORT.md", help="write the report as Markdown")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
+    p.add_argument("--emit", choices=["amcoda"],
+                   help="also write the seed machine's experiment folder to -o EXP_DIR")  # fmt: skip
+    p.add_argument("--mem-ports", type=int, choices=[1, 2, 4], default=None,
+                   help="seed machine: memory ports per actor (default: the wafer's)")  # fmt: skip
+    p.add_argument("--hazard-guard", action="store_true",
+                   help="seed machine: turn mid-program STORE/LOADs into 1-operand ADDs")  # fmt: skip
+    p.add_argument("--seed", type=int, default=0, help="seed for generated data files")
     p.set_defaults(func=cmd_compile)
 
     p = sub.add_parser("viz", help="draw a saved plan: placement, links, timeline or memory",
@@ -296,6 +351,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--wafer", help="wafer preset or TOML (default: the one saved with the plan)")
     p.add_argument("-o", "--output", required=True, help="output file, .png or .svg")
     p.set_defaults(func=cmd_viz)
+    from waferflow.cli_amcoda import add_amcoda_commands
+
+    add_amcoda_commands(sub)
     return parser
 
 

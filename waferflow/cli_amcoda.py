@@ -26,6 +26,7 @@ from waferflow.backend_amcoda.report import (
     cnn_from_json,
     compile_seed_plan,
     load_plan_file,
+    run_total_time,
 )
 from waferflow.errors import ConfigError, WaferflowError
 
@@ -100,7 +101,7 @@ def cmd_emit(args: argparse.Namespace) -> int:
     print(
         f"wrote {root}: {exp.n_actors} host scripts and their input files; basic.h: "
         f"test_actor_num {settings['test_actor_num']}, test_time {settings['test_time']} ns, "
-        f"SU_write_num = SU_read_num = {exp.mem_ports}, file_name \"{root.name}\""
+        f'SU_write_num = SU_read_num = {exp.mem_ports}, file_name "{root.name}"'
     )
     if not args.no_check:
         issues = check_experiment(root)
@@ -119,6 +120,9 @@ def cmd_check_amcoda(args: argparse.Namespace) -> int:
     bad = [i for i in issues if i.is_error or args.strict]
     if issues:
         print(format_issues(issues))
+    total = run_total_time(root)
+    if total is not None:
+        print(f"report/report_1.txt: Total_time {total} ns")
     if not bad:
         print(f"{root}: clean")
         return 0

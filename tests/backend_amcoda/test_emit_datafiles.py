@@ -115,7 +115,7 @@ def test_one_name_with_two_sizes_is_refused() -> None:
     exp = exp.__class__(exp.name, (exp.programs[0], p2.__class__(
         p2.actor, p2.entries, (bad,), p2.host_outputs, p2.role, p2.layer
     ), *exp.programs[2:]))  # fmt: skip
-    with pytest.raises(PlanError, match="weight1.txt is sent with"):
+    with pytest.raises(PlanError, match=r"weight1\.txt is sent with"):
         plan_input_files(exp)
 
 

@@ -155,7 +155,19 @@ def test_read_experiment_reports_where_it_fails(tmp_path: Path) -> None:
     with pytest.raises(ParseError, match=r"host_2\.txt:\d+:1: .*comment"):
         read_experiment(root)
     f.unlink()
-    with pytest.raises(ParseError, match="host_2.txt is missing"):
+    with pytest.raises(ParseError, match=r"host_2\.txt is missing"):
         read_experiment(root)
     with pytest.raises(ParseError, match="is not a folder"):
         load_folder(tmp_path / "nothing")
+
+
+def test_memwidth_of_a_folder_without_settings(tmp_path: Path) -> None:
+    """The authors keep MemWidth in the folder name (file_dis_2_ddd/MemWidth_2)."""
+    from waferflow.backend_amcoda import check_experiment
+
+    exp = generate_experiment(tiny_cnn(), "layers=dd,ways=2", mem_ports=2)
+    root = write_experiment(exp, tmp_path / "file_dis_2_dd" / "MemWidth_2", data_files=True)
+    back = read_experiment(root)
+    assert back.mem_ports == 2 and back.name == "MemWidth_2"
+    issues = check_experiment(root)
+    assert [(i.rule, i.severity) for i in issues] == [("settings", Severity.WARNING)]

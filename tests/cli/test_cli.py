@@ -181,3 +181,30 @@ def test_bad_pipeline(
     code, _, err = run(capsys, "opt", str(cnn_ir), "-p", pipeline)
     assert code == EXIT_USER_ERROR
     assert needle in err and "Traceback" not in err
+
+
+def test_compile_seed_plan_on_amcoda(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """The seed machine's plans compile from the traced CNN; ddt at 4 ways takes the
+    batch time the cycle model gives (6,521,360 ns, see docs/amcoda.md)."""
+    exp = tmp_path / "exp"
+    code, out, _ = run(
+        capsys, "compile", "cnn:amcoda", "--wafer", "amcoda", "--mode", "train",
+        "--batch", "32", "--plan", "pp=1,layers=ddt,ways=4", "--emit", "amcoda", "-o", str(exp),
+    )  # fmt: skip
+    assert code == 0, out
+    assert "batch time 6.521360 ms" in out
+    assert (exp / "script" / "host_1.txt").is_file()
+    assert (exp / "settings.json").is_file() and (exp / "predicted.json").is_file()
+    code, out, _ = run(capsys, "check-amcoda", str(exp))
+    assert code == 0, out
+
+
+def test_seed_plan_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(
+        capsys, "compile", "cnn:amcoda", "--wafer", "amcoda", "--mode", "train",
+        "--batch", "32", "--plan", "layers=dd,ways=4",
+    )  # fmt: skip
+    assert code == EXIT_USER_ERROR and "Traceback" not in err
+    assert "dd" in err
+    code, _, err = run(capsys, "compile", "cnn:amcoda", "--wafer", "mesh4x4", "--emit", "amcoda")
+    assert code == EXIT_USER_ERROR and "seed machine" in err

@@ -57,8 +57,7 @@ def test_deterministic(gpt2_tiny: Graph) -> None:
 def test_passes_give_the_same_plan(gpt2_tiny: Graph) -> None:
     direct = build_parallel_plan(gpt2_tiny, MESH, PLAN)
     steps = (
-        f'parallelize{{plan="{PLAN}"}},insert-collectives,schedule,'
-        "lower-collectives,plan-memory"
+        f'parallelize{{plan="{PLAN}"}},insert-collectives,schedule,lower-collectives,plan-memory'
     )
     ctx = PassContext(wafer=MESH)
     g = PassManager(steps, verify_each=True).run(clone_graph(gpt2_tiny), ctx)
@@ -91,13 +90,15 @@ def test_seed_style_per_layer_patterns(amcoda_cnn: Graph) -> None:
         assert sh["conv3.weight"] == str(Split(0, 32 // ways)).join(["{tp: ", "}"])
         # data-parallel layers reduce their gradients to the root replica
         assert {(c.kind, c.axis) for c in r.collectives if c.kind == "reduce"} == {("reduce", "dp")}
+
         # only the root updates the data-parallel layers' weights; tensor-parallel
         # ranks update their own shards
-        def opt_cores(layer: str) -> set[int]:
-            return {a.core for a in r.plan.actors if a.phase.value == "opt" and a.layer == layer}
-
-        assert opt_cores("conv1") == opt_cores("conv2") == {r.layout.core(0, 0)}
-        assert opt_cores("conv3") == set(r.layout.cores[0])
+        opt_cores: dict[str, set[int]] = {}
+        for a in r.plan.actors:
+            if a.phase.value == "opt":
+                opt_cores.setdefault(a.layer, set()).add(a.core)
+        assert opt_cores["conv1"] == opt_cores["conv2"] == {r.layout.core(0, 0)}
+        assert opt_cores["conv3"] == set(r.layout.cores[0])
         assert simulate(r.plan, wafer).step_time_ps > 0
 
 
@@ -107,3 +108,24 @@ def test_tensor_parallel_convolutions_split_output_channels(amcoda_cnn: Graph) -
     # the seed's channel split: each layer's input is gathered to every rank
     gathers = [c for c in r.collectives if c.kind == "all_gather" and c.axis == MeshAxis.TP.value]
     assert len(gathers) >= 2
+
+
+def test_sharded_graph_prints_and_parses_back(gpt2_tiny: Graph) -> None:
+    from waferflow.ir.parser import parse_graph
+    from waferflow.ir.printer import print_graph
+    from waferflow.ir.verifier import verify_graph
+
+    r = build_parallel_plan(gpt2_tiny, MESH, "dp=2,tp=2,pp=2,microbatches=2", check_memory=False)
+    verify_graph(r.graph)
+    text = print_graph(r.graph)
+    assert "all_reduce" in text and 'axis="tp"' in text and 'axis="dp"' in text
+    assert print_graph(parse_graph(text)) == text
+
+
+def test_report_text(gpt2_tiny: Graph) -> None:
+    from waferflow.parallel import format_report
+
+    r = build_parallel_plan(gpt2_tiny, MESH, PLAN)
+    text = format_report(r, MESH, simulate(r.plan, MESH))
+    assert "step time" in text and "model FLOPs utilisation" in text
+    assert "per-core memory" in text and "weights" in text

@@ -267,9 +267,7 @@ def _records(cur: _Cursor) -> list[Record]:
             cur.skip_line(tok.line)
             continue
         if tok.text.startswith("//"):
-            raise _Fatal(
-                tok.line, "comment", f"comment {tok.text!r} needs a space after // (§2.1)"
-            )
+            raise _Fatal(tok.line, "comment", f"comment {tok.text!r} needs a space after // (§2.1)")
         wait = _wait(cur, tok)
         if wait == -1:
             rest = cur.peek()
@@ -524,9 +522,7 @@ def parse_host_script(text: str, actor_id: int, source: str = "<script>") -> Hos
     except _Fatal as f:
         return HostScript(actor_id, source, tuple(recs), (*problems, f.problem), None)
     fields, labels = _meta(text)
-    entries = tuple(
-        Entry(o, i, op, labels.get(k, "")) for k, (o, i, op) in enumerate(triples)
-    )
+    entries = tuple(Entry(o, i, op, labels.get(k, "")) for k, (o, i, op) in enumerate(triples))
     prog = ActorProgram(
         actor_id,
         entries,
@@ -620,6 +616,17 @@ def load_folder(root: str | Path) -> ExperimentFolder:
     return ExperimentFolder(base, scripts, n, settings, predicted, tuple(problems), extra)
 
 
+def folder_mem_ports(folder: ExperimentFolder) -> int:
+    """MemWidth of a folder: settings.json, else predicted.json, else a ``MemWidth_<n>``
+    folder name (the authors' layout), else 4."""
+    for doc, key in ((folder.settings, "SU_write_num"), (folder.predicted, "mem_ports")):
+        v = (doc or {}).get(key)
+        if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+            return v
+    m = re.fullmatch(r"MemWidth_(\d+)", folder.root.name)
+    return int(m.group(1)) if m and int(m.group(1)) > 0 else 4
+
+
 def read_experiment(root: str | Path) -> Experiment:
     """The experiment in a folder, as its host scripts define it. Raises ``ParseError``
     if a script cannot be read into a program or a script of actors 1..N is missing."""
@@ -635,16 +642,14 @@ def read_experiment(root: str | Path) -> Experiment:
         programs.append(s.program)
     if not programs:
         raise ParseError("no host_<i>.txt scripts", 1, 1, str(folder.root / "script"))
-    settings = folder.settings or {}
     predicted = folder.predicted or {}
     name = predicted.get("experiment") or next(
         (s.experiment for s in folder.scripts.values() if s.experiment), folder.root.name
     )
-    ports = settings.get("SU_write_num", predicted.get("mem_ports", 4))
     notes = predicted.get("notes", [])
     return Experiment(
         str(name),
         tuple(programs),
-        int(ports) if isinstance(ports, int) else 4,
+        folder_mem_ports(folder),
         tuple(str(n) for n in notes) if isinstance(notes, list) else (),
     )

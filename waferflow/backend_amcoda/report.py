@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import asdict, dataclass
 from importlib import metadata
 from pathlib import Path
@@ -400,3 +401,13 @@ def check_settings(
                 ("test-time", f"test_time {t} ns leaves less than 5% over {batch_ns} ns", False)
             )
     return out
+
+
+def run_total_time(root: str | Path) -> int | None:
+    """``Total_time`` (ns) of ``report/report_1.txt`` after a run of the authors'
+    simulator, or None if there is no report yet."""
+    f = Path(root) / "report" / "report_1.txt"
+    if not f.is_file():
+        return None
+    m = re.search(r"Total_time:\s*(-?\d+)", f.read_text(encoding="utf-8", errors="replace"))
+    return int(m.group(1)) if m else None

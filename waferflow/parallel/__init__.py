@@ -21,6 +21,7 @@ from waferflow.parallel.plan_spec import (
     parse_plan,
     plan_grid,
 )
+from waferflow.parallel.report import format_report, model_flops_utilisation
 
 __all__ = [
     "CollectiveAlgo",
@@ -36,6 +37,8 @@ __all__ = [
     "ParallelState",
     "PipelineSchedule",
     "build_parallel_plan",
+    "format_report",
+    "model_flops_utilisation",
     "parse_plan",
     "plan_grid",
     "strip_layout",

@@ -41,8 +41,13 @@ def fmt_seconds(s: float) -> str:
     return f"{s * 1e9:.1f} ns"
 
 
-def format_report(result: ParallelResult, wafer: Wafer, sim: Any | None = None, top: int = 8) -> str:
-    lines = [result.summary(), result.layout.describe(wafer) if len(result.plan.cores) <= 16 else ""]
+def format_report(
+    result: ParallelResult, wafer: Wafer, sim: Any | None = None, top: int = 8
+) -> str:
+    lines = [
+        result.summary(),
+        result.layout.describe(wafer) if len(result.plan.cores) <= 16 else "",
+    ]
     if sim is not None:
         step = float(sim.step_time)
         busy = float(getattr(sim, "flop_utilisation", 0.0))

@@ -168,10 +168,14 @@ def _decide_mm(
         size = shape(w)[wd]
         block = ctx.choose_block(op, lo.index(out_label)) if ctx.choose_block else 0
         if block < 0:
-            return pa, pb, (
-                f"tp={ctx.n} does not divide the {-block}-wide pieces that the output of "
-                f"weight %{w.name} {list(shape(w))} is cut into (e.g. query / key / value: "
-                "tp must divide the number of heads)"
+            return (
+                pa,
+                pb,
+                (
+                    f"tp={ctx.n} does not divide the {-block}-wide pieces that the output of "
+                    f"weight %{w.name} {list(shape(w))} is cut into (e.g. query / key / value: "
+                    "tp must divide the number of heads)"
+                ),
             )
         if not block or size % (block * ctx.n):
             block = size // ctx.n if size % ctx.n == 0 else 0
