@@ -100,7 +100,7 @@ def table(rows: list[Row], base: Row) -> str:
     out = [head]
     for r in rows:
         p = r.plan
-        name = f"dp{p.dp} tp{p.tp} pp{p.pp} m{p.microbatches}"
+        name = f"dp{p.dp} tp{p.tp} pp{p.pp} m{p.microbatches}" + (" rc" if p.recompute else "")
         if r.error:
             out.append((name, "-", "-", "-", "-", "-", "-", "-", "-", r.error))
             continue
@@ -173,8 +173,12 @@ def main(argv: list[str] | None = None) -> int:
         *plan_grid((2,), (4,), (4,), (4,), recompute=True, **sched),
     ]
     bench_model("hf:gpt2", 8, 512, gpt2, wafer, sim_all)
-    llama = [ParallelPlan(dp=4), *plan_grid((1,), (8,), (4, 8), (1, 4), **sched),
-             *plan_grid((2,), (8,), (8,), (2,), **sched)]  # fmt: skip
+    llama = [
+        ParallelPlan(dp=4),
+        *plan_grid((1,), (8,), (4, 8), (1, 4), **sched),
+        *plan_grid((1,), (16,), (4,), (4,), **sched),
+        *plan_grid((1,), (8,), (12,), (4,), **sched),
+    ]
     bench_model("hf:llama-7b", 4, 512, llama, wafer, sim_all)
     return 0
 

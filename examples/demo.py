@@ -25,6 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mode", default="train", choices=["train", "infer"])
     ap.add_argument("--batch", type=int, default=2)
     ap.add_argument("--seq", type=int, default=128)
+    ap.add_argument("--coarsen", type=int, default=1, help="plan on the K x K coarse view")
     ap.add_argument("--plan", default=None, help="parallel plan, e.g. dp=2,tp=4,pp=2")
     ap.add_argument("--out", default="out/demo")
     args = ap.parse_args(argv)
@@ -40,6 +41,7 @@ def main(argv: list[str] | None = None) -> int:
         batch=args.batch,
         seq=args.seq,
         plan=args.plan,
+        coarsen=args.coarsen,
         progress=lambda step: print(f"   {step} ...", flush=True),
     )
     assert compiled.graph is not None

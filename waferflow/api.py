@@ -24,10 +24,11 @@ from pathlib import Path
 from typing import Any
 
 from waferflow.backend_sim import SimResult, estimate, simulate
-from waferflow.errors import WaferflowError
+from waferflow.errors import PlanError, WaferflowError
 from waferflow.ir.graph import Graph
 from waferflow.ir.parser import parse_graph
 from waferflow.ir.plan import Plan, plan_from_json, plan_to_json, verify_plan
+from waferflow.ir.summary import human_bytes
 from waferflow.ir.target import Wafer, get_wafer
 from waferflow.ir.target.toml_io import parse_wafer_toml, wafer_to_toml
 from waferflow.passes import DEFAULT_PIPELINE, PassContext, PassManager, parse_pipeline
@@ -60,8 +61,21 @@ class Report:
         """Seconds per step."""
         return self.result.step_time
 
+    @property
+    def fits(self) -> bool:
+        """Whether every core's simulated peak memory stays within its SRAM."""
+        w = self.wafer
+        return all(
+            c.peak_mem_bytes <= w.core_sram_bytes(w.coord(c.core)) for c in self.result.cores
+        )
+
     def summary(self) -> str:
         text = self.result.summary()
+        if not self.fits:
+            text += (
+                "\nWARNING: the simulated peak memory exceeds a core's SRAM; this step "
+                "time assumes memory the wafer does not have"
+            )
         if self.timings:
             steps = ", ".join(f"{t.step} {t.seconds:.2f} s" for t in self.timings)
             text += f"\ncompile steps: {steps}"
@@ -108,6 +122,7 @@ class CompiledPlan:
     ir_snapshots: tuple[tuple[str, str], ...] = ()
     timings: tuple[StepTiming, ...] = ()
     notes: tuple[str, ...] = field(default=())
+    parallel: Any = None  # waferflow.parallel.ParallelResult when a parallel plan was built
 
     @property
     def name(self) -> str:
@@ -258,18 +273,50 @@ def compile(
         for pass_name, text in snapshots:
             if pass_name in print_ir_after:
                 print(f"// -----// IR Dump After {pass_name} //----- //\n{text}", end="")
-    with _timed(timings, "lower", progress):
+    parallel = None
+    with _timed(timings, "parallelize" if plan else "lower", progress):
         if plan:
-            raise WaferflowError(
-                f"parallel plans ({plan!r}) need the parallelize pass, which is not built yet"
-            )
-        actor_plan = lower_to_plan(graph, w, name=graph.name)
+            from waferflow.parallel import build_parallel_plan
+
+            parallel = build_parallel_plan(graph, w, plan)  # PlanError when it does not fit
+            actor_plan = parallel.plan
+        else:
+            actor_plan = lower_to_plan(graph, w, name=graph.name)
+            check_resident_memory(actor_plan, w)
     return CompiledPlan(
         plan=actor_plan,
         wafer=w,
         graph=graph,
         ir_snapshots=snapshots,
         timings=tuple(timings),
+        notes=tuple(str(d) for d in parallel.diagnostics) if parallel else (),
+        parallel=parallel,
+    )
+
+
+def check_resident_memory(plan: Plan, wafer: Wafer, top: int = 3) -> None:
+    """Refuse a plan whose resident bytes (weights and other sources kept on a core for
+    the whole step) exceed a core's SRAM, naming the fullest cores."""
+    resident: dict[int, int] = {}
+    for actor in plan.actors:
+        resident[actor.core] = resident.get(actor.core, 0) + actor.mem_bytes
+    over = sorted(
+        ((need, core) for core, need in resident.items()
+         if need > wafer.core_sram_bytes(wafer.coord(core))),
+        reverse=True,
+    )  # fmt: skip
+    if not over:
+        return
+    lines = [
+        f"core {wafer.coord(core)}: needs {human_bytes(need)} resident, has "
+        f"{human_bytes(wafer.core_sram_bytes(wafer.coord(core)))}"
+        for need, core in over[:top]
+    ]
+    raise PlanError(
+        f"plan {plan.name!r} does not fit in SRAM on {len(over)} core(s) of {wafer.name}:\n  "
+        + "\n  ".join(lines)
+        + "\nshard it with a parallel plan (--plan 'tp=...,pp=...'), or plan on a coarser "
+        "view (--coarsen K) or a larger wafer"
     )
 
 

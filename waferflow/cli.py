@@ -246,6 +246,10 @@ def cmd_compile(args: argparse.Namespace) -> int:
         print(note)
     report = compiled.simulate()
     print(report)
+    if compiled.parallel is not None:
+        from waferflow.parallel import format_report
+
+        print(format_report(compiled.parallel, compiled.wafer, report.result), end="")
     written: list[str] = []
     if args.output:
         written.append(str(compiled.save(args.output)))

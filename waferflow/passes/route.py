@@ -1,0 +1,313 @@
+"""route: an explicit route for every message of a placed plan, and the links' load.
+
+``route_plan(plan, wafer, order=...)``:
+
+* ``xy`` / ``yx``: dimension order (column first / row first) on a healthy mesh; a
+  message whose dimension-order path touches a dead core or link takes the shortest
+  detour (``waferflow.mapper.routing.route``);
+* ``balance``: each message takes its XY or its YX route, chosen greedily to keep the
+  busiest link as idle as possible: messages in order of decreasing bytes (then id),
+  each onto the option whose busiest link would be least busy (then the smaller sum of
+  busy time over its links, then XY); then sweeps that re-route one message at a time
+  while that lowers the busiest link it touches. The result is compared with pure XY
+  and pure YX and the least loaded of the three is kept, so ``balance`` is never worse
+  than either on the busiest link. Deterministic.
+
+Load is a link's busy time: the bytes it carries over its bandwidth (die-to-die links
+are slower on some wafers), in seconds per step without contention. A message between
+actors on one core gets the route ``(core,)`` and loads no link.
+
+The ``route`` pass routes the plan that an earlier pass left in the context (``place``
+or ``lower-collectives``) and stores ``(Plan, LinkLoadReport)`` under ``route``.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import ClassVar
+
+from waferflow.errors import PassError, PlanError
+from waferflow.ir.graph import Graph
+from waferflow.ir.plan import Message, Plan
+from waferflow.ir.target.wafer import Coord, Wafer
+from waferflow.mapper.routing import route as mapper_route
+from waferflow.passes.base import Pass, PassContext, option
+from waferflow.passes.registry import register_pass
+
+ORDERS = ("xy", "yx", "balance")
+_SWEEPS = 4  # re-routing sweeps of the balance heuristic
+
+Link = tuple[int, int]  # directed, core ids
+
+
+@dataclass(frozen=True)
+class LinkLoad:
+    src: Coord
+    dst: Coord
+    bytes: int
+    busy_s: float  # bytes / bandwidth
+
+    def __str__(self) -> str:
+        return f"{self.src}->{self.dst}: {self.bytes} B, {self.busy_s * 1e6:.3f} us"
+
+
+@dataclass(frozen=True)
+class LinkLoadReport:
+    """Per-link load of a routed plan (``links`` sorted busiest first)."""
+
+    order: str
+    links: tuple[LinkLoad, ...]
+    byte_hops: int  # sum over messages of bytes x hops
+    detours: int  # messages whose route is longer than the shortest distance
+    xy_choices: int  # messages routed XY (the rest YX); with order=balance
+    note: str = ""
+
+    @property
+    def max_busy_s(self) -> float:
+        return self.links[0].busy_s if self.links else 0.0
+
+    @property
+    def max_bytes(self) -> int:
+        return max((x.bytes for x in self.links), default=0)
+
+    @property
+    def mean_busy_s(self) -> float:
+        return sum(x.busy_s for x in self.links) / len(self.links) if self.links else 0.0
+
+    def top(self, k: int = 5) -> tuple[LinkLoad, ...]:
+        return self.links[:k]
+
+    def summary(self) -> str:
+        return (
+            f"routes ({self.order}): {len(self.links)} links used, busiest "
+            f"{self.max_busy_s * 1e6:.3f} us ({self.max_bytes} B), mean "
+            f"{self.mean_busy_s * 1e6:.3f} us, {self.byte_hops} byte-hops, {self.detours} detour(s)"
+            + (f"; {self.note}" if self.note else "")
+        )
+
+    def __str__(self) -> str:
+        lines = [self.summary()]
+        lines += [f"  {x}" for x in self.top(8)]
+        return "\n".join(lines)
+
+
+class _Loads:
+    """Busy seconds per directed link, with the wafer's bandwidths."""
+
+    def __init__(self, wafer: Wafer) -> None:
+        self.wafer = wafer
+        self.busy: dict[Link, float] = {}
+        self.nbytes: dict[Link, int] = {}
+        self._inv_bw: dict[Link, float] = {}
+
+    def inv_bw(self, link: Link) -> float:
+        v = self._inv_bw.get(link)
+        if v is None:
+            cols = self.wafer.cols
+            spec = self.wafer.link_spec(divmod(link[0], cols), divmod(link[1], cols))
+            v = self._inv_bw[link] = 1.0 / spec.bandwidth
+        return v
+
+    def add(self, links: tuple[Link, ...], nbytes: int, sign: int = 1) -> None:
+        for ln in links:
+            self.busy[ln] = self.busy.get(ln, 0.0) + sign * nbytes * self.inv_bw(ln)
+            self.nbytes[ln] = self.nbytes.get(ln, 0) + sign * nbytes
+
+    def peak_with(self, links: tuple[Link, ...], nbytes: int) -> tuple[float, float]:
+        """(busiest, summed) busy time of ``links`` if ``nbytes`` more crossed them."""
+        vals = [self.busy.get(ln, 0.0) + nbytes * self.inv_bw(ln) for ln in links]
+        return (max(vals, default=0.0), sum(vals))
+
+    def max_busy(self) -> float:
+        return max(self.busy.values(), default=0.0)
+
+
+def _links(path: tuple[int, ...]) -> tuple[Link, ...]:
+    return tuple(itertools.pairwise(path))
+
+
+def _options(plan: Plan, wafer: Wafer, orders: tuple[str, ...]) -> list[list[tuple[int, ...]]]:
+    """Per message, its candidate routes (core ids) for each order (deduplicated)."""
+    cols = wafer.cols
+    cache: dict[tuple[int, int, str], tuple[int, ...]] = {}
+    out: list[list[tuple[int, ...]]] = []
+    for m in plan.messages:
+        s, d = plan.actors[m.src_actor].core, plan.actors[m.dst_actor].core
+        if s == d:
+            out.append([(s,)])
+            continue
+        opts: list[tuple[int, ...]] = []
+        for o in orders:
+            key = (s, d, o)
+            path = cache.get(key)
+            if path is None:
+                coords = mapper_route(wafer, divmod(s, cols), divmod(d, cols), o)
+                path = cache[key] = tuple(r * cols + c for r, c in coords)
+            if path not in opts:
+                opts.append(path)
+        out.append(opts)
+    return out
+
+
+def _balance(plan: Plan, wafer: Wafer, opts: list[list[tuple[int, ...]]]) -> list[int]:
+    """Index of the chosen option per message (greedy, then re-routing sweeps)."""
+    loads = _Loads(wafer)
+    choice = [0] * len(plan.messages)
+    links = [[_links(p) for p in o] for o in opts]
+    order = sorted(range(len(plan.messages)), key=lambda i: (-plan.messages[i].bytes, i))
+    for i in order:
+        nb = plan.messages[i].bytes
+        if len(opts[i]) > 1:
+            scores = [(*loads.peak_with(ls, nb), k) for k, ls in enumerate(links[i])]
+            choice[i] = min(scores)[2]
+        loads.add(links[i][choice[i]], nb)
+    for _ in range(_SWEEPS):
+        moved = False
+        for i in order:
+            if len(opts[i]) < 2:
+                continue
+            nb = plan.messages[i].bytes
+            loads.add(links[i][choice[i]], nb, -1)
+            scores = [(*loads.peak_with(ls, nb), k) for k, ls in enumerate(links[i])]
+            cur = next(s for s in scores if s[2] == choice[i])
+            best = min(scores)
+            if best[:2] < cur[:2]:
+                choice[i] = best[2]
+                moved = True
+            loads.add(links[i][choice[i]], nb)
+        if not moved:
+            break
+    return choice
+
+
+def _report(
+    plan: Plan, wafer: Wafer, routes: list[tuple[int, ...]], order: str, xy: int, note: str = ""
+) -> LinkLoadReport:
+    loads = _Loads(wafer)
+    byte_hops = 0
+    detours = 0
+    cols = wafer.cols
+    for m, path in zip(plan.messages, routes, strict=True):
+        ls = _links(path)
+        loads.add(ls, m.bytes)
+        byte_hops += m.bytes * len(ls)
+        s, d = path[0], path[-1]
+        (rs, cs), (rd, cd) = divmod(s, cols), divmod(d, cols)
+        if len(ls) > abs(rs - rd) + abs(cs - cd) and wafer.topology.value == "mesh":
+            detours += 1
+    rows = sorted(loads.busy, key=lambda ln: (-loads.busy[ln], ln))
+    links = tuple(
+        LinkLoad(divmod(a, cols), divmod(b, cols), loads.nbytes[(a, b)], loads.busy[(a, b)])
+        for a, b in rows
+        if loads.nbytes[(a, b)] > 0
+    )
+    return LinkLoadReport(order, links, byte_hops, detours, xy, note)
+
+
+def route_plan(plan: Plan, wafer: Wafer, *, order: str = "xy") -> tuple[Plan, LinkLoadReport]:
+    """``plan`` with an explicit route on every message, and the per-link load.
+
+    Raises ``PlanError`` for an unknown order, an actor on a dead core, or a message
+    whose endpoints the dead cores and links cut apart."""
+    if order not in ORDERS:
+        raise PlanError(f"unknown route order {order!r}; use one of {', '.join(ORDERS)}")
+    if order in ("xy", "yx"):
+        opts = _options(plan, wafer, (order,))
+        routes = [o[0] for o in opts]
+        rep = _report(plan, wafer, routes, order, len(routes) if order == "xy" else 0)
+    else:
+        opts = _options(plan, wafer, ("xy", "yx"))
+        choice = _balance(plan, wafer, opts)
+        routes = [o[c] for o, c in zip(opts, choice, strict=True)]
+        xy = sum(1 for o, c in zip(opts, choice, strict=True) if c == 0)
+        rep = _report(plan, wafer, routes, order, xy)
+        for pure in ("xy", "yx"):  # never worse on the busiest link than a pure order
+            k = 0 if pure == "xy" else 1
+            alt = [o[min(k, len(o) - 1)] for o in opts]
+            alt_rep = _report(plan, wafer, alt, order, len(alt) if k == 0 else 0)
+            if alt_rep.max_busy_s < rep.max_busy_s:
+                routes, rep = alt, _with_note(alt_rep, f"balanced greedy lost to pure {pure}")
+    messages = tuple(
+        Message(m.id, m.src_actor, m.dst_actor, m.bytes, path)
+        for m, path in zip(plan.messages, routes, strict=True)
+    )
+    note = f"routes: {order}, busiest link {rep.max_busy_s * 1e6:.3f} us"
+    routed = Plan(
+        plan.name,
+        plan.wafer_name,
+        plan.actors,
+        messages,
+        plan.order,
+        (*plan.notes, note),
+        plan.source,
+    )
+    return routed, rep
+
+
+def _with_note(rep: LinkLoadReport, note: str) -> LinkLoadReport:
+    return LinkLoadReport(rep.order, rep.links, rep.byte_hops, rep.detours, rep.xy_choices, note)
+
+
+def routes_touch_dead(plan: Plan, wafer: Wafer) -> list[int]:
+    """Ids of messages whose explicit route visits a dead core (for checks and tests)."""
+    dead = {wafer.core_id(c) for c in wafer.dead_cores}
+    return [m.id for m in plan.messages if m.route is not None and dead & set(m.route)]
+
+
+def _plan_in_context(ctx: PassContext) -> tuple[Plan, str]:
+    from waferflow.parallel.driver import ParallelState  # only a type check here
+    from waferflow.passes.place import PlacedResult
+
+    placed = ctx.find_result("place", PlacedResult)
+    if placed is not None:
+        return placed.plan, "place"
+    state = ctx.find_result("lower-collectives", ParallelState)
+    if state is not None and state.actor_plan is not None:
+        return state.actor_plan, "lower-collectives"
+    raise PassError(
+        "pass 'route' needs a placed plan; run 'place' (or 'lower-collectives') earlier in "
+        "the pipeline"
+    )
+
+
+@register_pass
+@dataclass(frozen=True)
+class Route(Pass):
+    """Give every message of the placed plan an explicit route; report link loads."""
+
+    name: ClassVar[str] = "route"
+    order: str = option("xy", "xy | yx | balance (per message, XY or YX to even out links)")
+
+    def check_options(self) -> None:
+        if self.order not in ORDERS:
+            raise PassError(
+                f"option 'order' of pass 'route' is {self.order!r}; choose one of {', '.join(ORDERS)}"
+            )
+
+    def apply(self, ctx: PassContext, graph: Graph) -> Graph:
+        wafer = ctx.require_wafer(self.name)
+        plan, _ = _plan_in_context(ctx)
+        routed, report = route_plan(plan, wafer, order=self.order)
+        ctx.note(self.name, report.summary())
+        ctx.put_result(self.name, RoutedPlan(routed, report))
+        return graph
+
+
+@dataclass(frozen=True)
+class RoutedPlan:
+    """What the ``route`` pass stores: the routed plan and its link loads."""
+
+    plan: Plan
+    report: LinkLoadReport
+
+
+__all__ = [
+    "ORDERS",
+    "LinkLoad",
+    "LinkLoadReport",
+    "Route",
+    "RoutedPlan",
+    "route_plan",
+    "routes_touch_dead",
+]
