@@ -11,6 +11,16 @@ Targets (from the placement issue), checked on deterministic time:
   * up to 8 groups: gap (objective - bound) / objective <= 1% within 10 s;
   * up to 32 groups: objective within 10% of the best lower bound within 30 s.
 
+Real models (after the synthetic table; ``--no-models`` skips them): GPT-2-small and
+Llama-7B training steps with parallel plans on coarse views of WSE-2, and the seed's
+CNN (one actor per op, and a pipeline) on Dojo-class meshes, each placed end to end by
+``waferflow.passes.place`` (CP-SAT floorplans, block tilings, rank LNS) beside the
+baseline layouts. Reported: which placement was kept, its traffic x distance (bytes x
+hops of every message) against the best baseline's, its step time against the fastest
+baseline's, the solvers' status and gap, and the wall time. Targets: at least 20% less
+traffic x distance than the best baseline, and a step never slower than the fastest
+baseline's. Add one as a :class:`ModelInstance` in :func:`model_instances`.
+
 Run: ``.venv/bin/python benchmarks/bench_mapper.py`` (``--quick`` for short limits,
 ``--only NAME`` for one instance). To add an instance (e.g. a real model's stages),
 append an :class:`Instance` to :func:`instances`.
@@ -278,14 +288,121 @@ def format_rows(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
+# --- real models, placed end to end ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ModelInstance:
+    name: str
+    model: str  # zoo name
+    wafer: str
+    coarsen: int
+    plan: str  # parallel plan; "" places the one-actor-per-op lowering
+    time_limit: float  # deterministic seconds for the whole placement
+    batch: int | None = None
+    seq: int | None = None
+    evaluate: str = "auto"
+
+
+def model_instances(quick: bool = False) -> list[ModelInstance]:
+    f = 0.25 if quick else 1.0
+    return [
+        ModelInstance("gpt2-wse2/16-tp12-pp12", "hf:gpt2", "wse2", 16,
+                      "dp=1,tp=12,pp=12,microbatches=4", 20 * f, batch=8, seq=128),
+        ModelInstance("gpt2-wse2/16-dp2-tp12-pp6", "hf:gpt2", "wse2", 16,
+                      "dp=2,tp=12,pp=6,microbatches=4", 20 * f, batch=8, seq=128),
+        ModelInstance("llama7b-wse2/84-tp8-pp8", "hf:llama-7b", "wse2", 84,
+                      "dp=1,tp=8,pp=8,microbatches=2", 20 * f, batch=2, seq=256),
+        ModelInstance("cnn-dojo-d1-pipeline", "cnn:amcoda", "dojo-d1", 1,
+                      "dp=2,pp=4,microbatches=2", 10 * f),
+        ModelInstance("cnn-mesh16x16-actors", "cnn:amcoda", "mesh16x16", 1, "", 10 * f),
+    ]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ModelRow:
+    instance: ModelInstance
+    result: object  # waferflow.passes.place_result.PlacedResult
+    wall: float  # seconds: trace + placement
+
+    def ratios(self) -> tuple[float, float]:
+        """(traffic, step) of the kept plan over the best baseline's."""
+        r = self.result
+        bases = [c for c in r.candidates if not c.method.startswith("cp-sat")]
+        traffic = r.kept.byte_hops / min(c.byte_hops for c in bases)
+        step = r.kept.step_time / min(c.step_time for c in bases)
+        return traffic, step
+
+
+def run_models(quick: bool = False, only: str | None = None, seed: int = 0) -> list[ModelRow]:
+    import time
+
+    from waferflow.frontend import load_model, trace
+    from waferflow.ir.target import get_wafer
+    from waferflow.passes.lower_plan import lower_to_plan
+    from waferflow.passes.place import PlaceOptions, place_actors, place_parallel
+
+    out = []
+    for inst in model_instances(quick):
+        if only is not None and only != inst.name:
+            continue
+        t0 = time.perf_counter()
+        b = load_model(inst.model, batch=inst.batch, seq=inst.seq)
+        g = trace(b.module, b.example_inputs, mode="train", loss_fn=b.loss_fn, name=b.name)
+        w = get_wafer(inst.wafer)
+        w = w.coarsen(inst.coarsen) if inst.coarsen > 1 else w
+        opts = PlaceOptions(time_limit=inst.time_limit, seed=seed, evaluate=inst.evaluate)
+        if inst.plan:
+            res = place_parallel(g, w, inst.plan, options=opts)
+        else:
+            res = place_actors(lower_to_plan(g, w), w, options=opts)
+        row = ModelRow(inst, res, time.perf_counter() - t0)
+        out.append(row)
+        print(f"  {inst.name}: kept {res.chosen}, {row.wall:.1f} s", file=sys.stderr, flush=True)
+    return out
+
+
+def format_model_rows(rows: list[ModelRow]) -> str:
+    head = ("instance", "plan", "kept", "traffic / best baseline", "step / fastest baseline",
+            "solvers (status, gap)", "wall s", "targets")  # fmt: skip
+    body = []
+    for r in rows:
+        t, st = r.ratios()
+        solvers = "; ".join(
+            f"{name} {rep.status.value} {100 * rep.gap:.1f}%" for name, rep in r.result.reports
+        )
+        ok = ("met" if t <= 0.8 else "traffic NOT met") + (
+            "" if st <= 1 + 1e-12 else ", step NOT met"
+        )
+        body.append((r.instance.name, r.instance.plan or "one actor per op", r.result.chosen,
+                     f"{t:.3f}", f"{st:.3f}", solvers, f"{r.wall:.1f}", ok))  # fmt: skip
+    widths = [max(len(x[i]) for x in [head, *body]) for i in range(len(head))]
+    lines = [
+        "  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip()
+        for line in [head, *body]
+    ]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    for r in rows:
+        lines += ["", f"{r.instance.name}:", str(r.result)]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="a fifth of the time limits")
     ap.add_argument("--only", help="run one instance by name")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--no-models", action="store_true", help="skip the real-model placements")
     args = ap.parse_args(argv)
-    rows = run(quick=args.quick, only=args.only, seed=args.seed)
-    print(format_rows(rows))
+    names = {i.name for i in instances()}
+    if args.only is None or args.only in names:
+        rows = run(quick=args.quick, only=args.only, seed=args.seed)
+        print(format_rows(rows))
+    if not args.no_models and (args.only is None or args.only not in names):
+        model_rows = run_models(quick=args.quick, only=args.only, seed=args.seed)
+        if model_rows:
+            print("\nreal models, placed end to end (waferflow.passes.place):")
+            print(format_model_rows(model_rows))
     return 0
 
 

@@ -1,10 +1,11 @@
 """`make demo`: the whole path on a real model.
 
-Trace GPT-2's training step on meta tensors, run the default passes, lower it onto a
-preset wafer, simulate one step, print the report, and write the pictures, the plan and
-a Perfetto trace under out/demo/.
+Trace GPT-2's training step on meta tensors, run the default passes, parallelise it
+(dp=2, tp=12, pp=4, 4 micro-batches) onto the 84x84 coarse view of a WSE-2 (12 x 9 nodes
+of 7,056 cores each), simulate one step, print the report, and write the pictures, the
+plan, the IR and a Perfetto trace under out/demo/.
 
-    python examples/demo.py [--model hf:gpt2] [--wafer mesh16x16] [--out out/demo]
+    python examples/demo.py [--model hf:gpt2] [--wafer wse2] [--coarsen 84] [--plan ...]
 """
 
 from __future__ import annotations
@@ -21,12 +22,12 @@ from waferflow.viz import write_report_html
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="hf:gpt2")
-    ap.add_argument("--wafer", default="mesh16x16")
+    ap.add_argument("--wafer", default="wse2")
     ap.add_argument("--mode", default="train", choices=["train", "infer"])
-    ap.add_argument("--batch", type=int, default=2)
-    ap.add_argument("--seq", type=int, default=128)
-    ap.add_argument("--coarsen", type=int, default=1, help="plan on the K x K coarse view")
-    ap.add_argument("--plan", default=None, help="parallel plan, e.g. dp=2,tp=4,pp=2")
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--seq", type=int, default=256)
+    ap.add_argument("--coarsen", type=int, default=84, help="plan on the K x K coarse view")
+    ap.add_argument("--plan", default="dp=2,tp=12,pp=4,microbatches=4", help="parallel plan")
     ap.add_argument("--out", default="out/demo")
     args = ap.parse_args(argv)
     out = Path(args.out)
@@ -71,4 +72,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except wf.WaferflowError as err:
+        print(f"demo: error: {err}", file=sys.stderr)
+        sys.exit(2)

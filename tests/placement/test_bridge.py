@@ -14,9 +14,13 @@ from waferflow.mapper import bridge
 from waferflow.mapper.placement import Rect
 
 
-def _plan(cores: list[int], pairs: list[tuple[int, int, int]], stages: list[int] | None = None) -> Plan:
+def _plan(
+    cores: list[int], pairs: list[tuple[int, int, int]], stages: list[int] | None = None
+) -> Plan:
     stages = stages or [0] * len(cores)
-    actors = [Actor(i, f"a{i}", c, stage=s) for i, (c, s) in enumerate(zip(cores, stages, strict=True))]
+    actors = [
+        Actor(i, f"a{i}", c, stage=s) for i, (c, s) in enumerate(zip(cores, stages, strict=True))
+    ]
     msgs = [Message(k, a, b, n) for k, (a, b, n) in enumerate(pairs)]
     return Plan.build("t", "mesh4x4", actors, msgs)
 
@@ -101,7 +105,7 @@ def test_ragged_coarse_nodes_are_not_usable() -> None:
 
 def test_actor_problem_shares_cores_when_actors_outnumber_them() -> None:
     w = get_wafer("mesh4x4")
-    plan = _plan(list(range(16)) + [0, 1], [(i, i + 1, 8) for i in range(17)])
+    plan = _plan([*range(16), 0, 1], [(i, i + 1, 8) for i in range(17)])
     problem, note = bridge.actor_problem(plan, w, bridge.placement_grid(w))
     assert problem.n_actors == 18 and problem.max_actors_per_core == 2
     assert len(problem.flows) == 17
@@ -116,3 +120,14 @@ def test_remap_keeps_graph_order_per_core_and_drops_old_routes() -> None:
     assert all(m.route is None for m in moved.messages)
     assert bridge.order_consistent(moved)
     assert moved.notes[-1] == "moved"
+
+
+def test_usable_box_and_crop_cut_a_ragged_edge() -> None:
+    mask = np.ones((4, 5), dtype=bool)
+    mask[:, 4] = False
+    mask[1, 2] = False
+    box = bridge.usable_box(mask)
+    assert box == Rect(0, 0, 4, 4)
+    grid = bridge.grid_from_mask(get_wafer("mesh4x4"), mask)
+    sub = bridge.crop_grid(grid, box)
+    assert (sub.rows, sub.cols, sub.dead) == (4, 4, frozenset({(1, 2)}))

@@ -39,7 +39,16 @@ from waferflow.mapper.cost import assignment_cost, assignment_violations
 from waferflow.mapper.cpsat import SolveOptions
 from waferflow.mapper.lns import improve_assignment
 from waferflow.mapper.local import swap_descent
-from waferflow.mapper.problem import AssignProblem, Flow, Grid, Rect, fmt_bytes
+from waferflow.mapper.problem import (
+    AssignProblem,
+    FloorplanProblem,
+    Flow,
+    Grid,
+    ObjectiveWeights,
+    Rect,
+    centre_distance,
+    fmt_bytes,
+)
 from waferflow.mapper.report import SolveReport, Status, assignment_view, relative_gap
 from waferflow.mapper.routing import route
 
@@ -77,6 +86,31 @@ def grid_from_mask(wafer: Wafer, mask: np.ndarray) -> Grid:
 def placement_grid(wafer: Wafer) -> Grid:
     """The wafer as a placement ``Grid`` (usable nodes alive, the wafer's dies)."""
     return grid_from_mask(wafer, usable_mask(wafer))
+
+
+def usable_box(mask: np.ndarray) -> Rect:
+    """The bounding box of the usable cells."""
+    rows = np.nonzero(mask.any(axis=1))[0]
+    cols = np.nonzero(mask.any(axis=0))[0]
+    if rows.size == 0:
+        raise PlanError("no usable core on the wafer")
+    r0, c0 = int(rows[0]), int(cols[0])
+    return Rect(r0, c0, int(rows[-1]) - r0 + 1, int(cols[-1]) - c0 + 1)
+
+
+def crop_grid(grid: Grid, box: Rect) -> Grid:
+    """The part of ``grid`` inside ``box``. The die counts are kept, so die boundaries
+    move when a crop cuts a ragged edge off (an approximation of the die term, exact
+    without a crop)."""
+    if box == Rect(0, 0, grid.rows, grid.cols):
+        return grid
+    dead = frozenset(
+        (r - box.row, c - box.col)
+        for r, c in grid.dead
+        if box.row <= r < box.row + box.height and box.col <= c < box.col + box.width
+    )
+    dies = (min(grid.die_rows, box.height), min(grid.die_cols, box.width))
+    return Grid(box.height, box.width, dead, *dies)
 
 
 def describe_view(wafer: Wafer) -> str:
@@ -333,6 +367,86 @@ def _stage_cost(
     return float((arr[ok, 2] * d).sum())
 
 
+def _minimal_subrects(problem: FloorplanProblem, rect: Rect, need: int) -> list[Rect]:
+    """Sub-rectangles of ``rect`` with just enough usable cores (``need``): no row or
+    column could be dropped."""
+    out = []
+    for h in range(1, rect.height + 1):
+        for w in range(1, rect.width + 1):
+            if h * w < need or (h - 1) * w >= need or h * (w - 1) >= need:
+                continue
+            for r in range(rect.row, rect.row + rect.height - h + 1):
+                for c in range(rect.col, rect.col + rect.width - w + 1):
+                    sub = Rect(r, c, h, w)
+                    if problem.region_cores(sub) >= need:
+                        out.append(sub)
+    return out
+
+
+def shrink_rects(problem: FloorplanProblem, rects: Sequence[Rect]) -> tuple[Rect, ...]:
+    """Each rectangle cut down to a sub-rectangle of just the cores its group needs
+    (the floorplan objective does not charge for spare area, but only the needed cores
+    get ranks): group by group, the sub-rectangle with the least traffic and die cost
+    to the others, twice over. Dead cores make some shapes need more rows or columns;
+    a rectangle with no such sub-rectangle is kept."""
+    cur = list(rects)
+    w = problem.weights
+    grid = problem.grid
+    touching: list[list[tuple[int, float]]] = [[] for _ in cur]
+    for f in problem.flows:
+        if f.src != f.dst and f.bytes > 0:
+            touching[f.src].append((f.dst, f.bytes))
+            touching[f.dst].append((f.src, f.bytes))
+
+    def cost(g: int, r: Rect) -> float:
+        total = 0.0
+        for o, byt in touching[g]:
+            hops = centre_distance(r, cur[o])
+            dies = grid.die_crossings(r.centre_core, cur[o].centre_core)
+            total += byt * (w.traffic * hops + w.d2d * dies)
+        return total
+
+    for _ in range(2):
+        for g, need in enumerate(problem.min_areas):
+            subs = _minimal_subrects(problem, cur[g], need)
+            if subs:
+                cur[g] = min(subs, key=lambda r: (cost(g, r), r.area, r.row, r.col))
+    return tuple(cur)
+
+
+def block_shape(tp: int) -> tuple[int, int]:
+    """The most nearly square ``a x b`` block of ``tp`` cores, ``a <= b`` (wider than
+    tall: the group's collectives run mostly along rows)."""
+    a = max(d for d in range(1, math.isqrt(tp) + 1) if tp % d == 0)
+    return a, tp // a
+
+
+def block_problem(
+    problem: FloorplanProblem, usable: np.ndarray, a: int, b: int, per_group: int
+) -> FloorplanProblem:
+    """``problem`` on a grid of ``a x b`` cells (a cell is usable when all its cores
+    are); each group needs ``per_group`` cells. Hops cost ``(a + b) / 2`` times more."""
+    rows, cols = usable.shape[0] // a, usable.shape[1] // b
+    if rows < 1 or cols < 1:
+        raise PlanError(f"the {usable.shape[0]}x{usable.shape[1]} grid has no {a}x{b} cell")
+    cells = usable[: rows * a, : cols * b].reshape(rows, a, cols, b).all(axis=(1, 3))
+    dead = frozenset((int(r), int(c)) for r, c in zip(*np.nonzero(~cells), strict=True))
+    g = problem.grid
+    grid = Grid(rows, cols, dead, min(g.die_rows, rows), min(g.die_cols, cols))
+    scale = (a + b) / 2
+    w = problem.weights
+    groups = tuple(replace(grp, mem_bytes=per_group * problem.core_sram) for grp in problem.groups)
+    return FloorplanProblem(
+        grid,
+        groups,
+        problem.flows,
+        problem.core_flops,
+        problem.core_sram,
+        ObjectiveWeights(w.balance, w.traffic * scale, w.d2d),
+        problem.dead_cores,
+    )
+
+
 # --- rank-level refinement ----------------------------------------------------------------
 
 
@@ -466,6 +580,9 @@ __all__ = [
     "Traffic",
     "actor_problem",
     "assignment_cost_of",
+    "block_problem",
+    "block_shape",
+    "crop_grid",
     "describe_view",
     "flat_cores",
     "grid_from_mask",
@@ -478,7 +595,9 @@ __all__ = [
     "rank_problem",
     "refine_ranks",
     "remap_plan",
+    "shrink_rects",
     "split_cores",
     "tile_stages",
+    "usable_box",
     "usable_mask",
 ]

@@ -34,11 +34,10 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
-from waferflow.backend_sim import estimate, simulate
 from waferflow.errors import PassError, PlanError
 from waferflow.ir.dtypes import DType
 from waferflow.ir.graph import Graph
@@ -52,7 +51,6 @@ from waferflow.mapper.placement import (
     Group,
     ObjectiveWeights,
     Rect,
-    SolveOptions,
     SolveReport,
     evaluate_floorplan,
     greedy,
@@ -76,129 +74,18 @@ from waferflow.parallel.layout import Layout, strip_layout
 from waferflow.parallel.layout import snake as snake_walk
 from waferflow.parallel.memory import MemoryReport
 from waferflow.passes.base import Pass, PassContext, option
+from waferflow.passes.place_result import (
+    BASELINES,
+    FEW_DEAD,
+    Candidate,
+    PlacedResult,
+    PlaceOptions,
+    format_result,
+    step_time,
+)
 from waferflow.passes.registry import register_pass
 
-SIMULATE_LIMIT = 40_000  # actors: above this, evaluate="auto" uses the analytic estimate
-FEW_DEAD = 4  # up to this many dead nodes, dead cores are obstacles by default
-EVALUATIONS = ("auto", "simulate", "estimate")
-BASELINES = ("strips", "snake", "work-strips")
-ROUTE_ORDERS = ("xy", "yx", "balance", "none")
 _FLOORPLAN_SHARE = 0.5  # of the time limit; the rank refinement gets the rest
-
-
-@dataclass(frozen=True)
-class PlaceOptions:
-    """Options of a placement.
-
-    ``time_limit`` is CP-SAT deterministic seconds for the whole placement (floorplan
-    and refinement share it). ``num_workers = 1`` (default) is reproducible: the same
-    inputs and seed give byte-identical plans. ``weights`` overrides the floorplan
-    objective (default: link time, no balance term); ``dead_cores`` the floorplan's
-    dead-core policy (default: obstacles with up to ``FEW_DEAD`` dead nodes, else idle).
-    ``evaluate`` times candidates by the event simulation, the analytic estimate, or
-    (``auto``) the simulation up to ``SIMULATE_LIMIT`` actors. ``route`` routes the kept
-    plan (``none``: leave routes to the simulator)."""
-
-    time_limit: float = 10.0
-    seed: int = 0
-    num_workers: int = 1
-    export_model: Path | None = None
-    weights: ObjectiveWeights | None = None
-    dead_cores: DeadCores | None = None
-    evaluate: str = "auto"
-    refine: bool = True
-    baselines: tuple[str, ...] = BASELINES
-    route: str = "xy"
-
-    def __post_init__(self) -> None:
-        if not (isinstance(self.time_limit, int | float) and math.isfinite(self.time_limit)):
-            raise PlanError(f"place: time limit must be a finite number, got {self.time_limit!r}")
-        if self.time_limit <= 0:
-            raise PlanError(
-                f"place: time limit must be positive (deterministic seconds), got {self.time_limit}"
-            )
-        if self.num_workers < 1:
-            raise PlanError(f"place: num_workers must be >= 1, got {self.num_workers}")
-        if self.evaluate not in EVALUATIONS:
-            raise PlanError(
-                f"place: evaluate={self.evaluate!r}; choose one of {', '.join(EVALUATIONS)}"
-            )
-        bad = [b for b in self.baselines if b not in BASELINES]
-        if bad:
-            raise PlanError(f"place: unknown baseline(s) {bad}; known: {', '.join(BASELINES)}")
-        if self.route not in ROUTE_ORDERS:
-            raise PlanError(f"place: route={self.route!r}; choose one of {', '.join(ROUTE_ORDERS)}")
-
-    def solve_options(self, share: float, export: bool = True) -> SolveOptions:
-        return SolveOptions(
-            time_limit=self.time_limit * share,
-            seed=self.seed,
-            num_workers=self.num_workers,
-            export_model=self.export_model if export else None,
-        )
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """One placement and its scores. ``floorplan``: the floorplan objective of the
-    stages' bounding boxes (None when they overlap or are not placements);
-    ``rank_cost``: bytes x hops of the rank (or actor) flows, the refinement's
-    objective; ``byte_hops``: of every message of the lowered plan, routes included."""
-
-    method: str
-    floorplan: float | None
-    rank_cost: float | None
-    byte_hops: float
-    inter_stage_byte_hops: float
-    step_time: float  # seconds
-    evaluated: str  # "simulated" | "estimated"
-    fits: bool
-    note: str = ""
-
-
-@dataclass(frozen=True)
-class PlacedResult:
-    """The kept plan and how every candidate scored (``str()``: the comparison)."""
-
-    kind: str  # "parallel" or "actors"
-    plan: Plan
-    chosen: str
-    candidates: tuple[Candidate, ...]
-    reports: tuple[tuple[str, SolveReport], ...]  # ("floorplan" | "ranks" | "actors", report)
-    decisions: tuple[str, ...]
-    title: str
-    floorplan_bound: float | None = None
-    layout: Layout | None = None
-    parallel: ParallelResult | None = field(default=None, repr=False)
-    routes: Any = None  # LinkLoadReport of the kept plan (passes.route), if routed
-    wall_time: float = 0.0
-
-    def candidate(self, method: str) -> Candidate:
-        for c in self.candidates:
-            if c.method == method:
-                return c
-        raise KeyError(method)
-
-    @property
-    def kept(self) -> Candidate:
-        return self.candidate(self.chosen)
-
-    def best_baseline(self) -> Candidate | None:
-        """The baseline with the least traffic x distance (plan byte-hops)."""
-        bases = [c for c in self.candidates if not c.method.startswith("cp-sat")]
-        return min(bases, key=lambda c: (c.byte_hops, c.method)) if bases else None
-
-    def __str__(self) -> str:
-        return format_result(self)
-
-
-# --- shared helpers ------------------------------------------------------------------------
-
-
-def _step_time(plan: Plan, wafer: Wafer, how: str) -> tuple[float, str]:
-    if how == "simulate" or (how == "auto" and len(plan.actors) <= SIMULATE_LIMIT):
-        return simulate(plan, wafer).step_time, "simulated"
-    return estimate(plan, wafer).step_time, "estimated"
 
 
 def _dominant_dtype(plan: Plan) -> DType:
@@ -261,12 +148,16 @@ class _Parallel:
         self.dp = self.ranks // self.tp
         self.usable = bridge.usable_mask(self.wafer, need=self.pp * self.ranks)
         self.grid = bridge.grid_from_mask(self.wafer, self.usable)
+        # floorplans are posed on the usable part: a ragged edge of weak nodes is cut off
+        self.box = bridge.usable_box(self.usable)
+        self.fp_grid = bridge.crop_grid(self.grid, self.box)
         self.candidates: list[Candidate] = []
         self.best: tuple[tuple[int, float, float, int], _Built, str] | None = None
         self.flows: bridge.RankFlows | None = None
-        self.problem: FloorplanProblem | None = None
+        self.problem: FloorplanProblem | None = None  # stage level: scores every candidate
         self.reports: list[tuple[str, SolveReport]] = []
         self.starts: list[tuple[float, int, tuple[int, ...]]] = []  # (rank cost, index, cores)
+        self.notes: list[str] = []
 
     def build(self, layout: Layout) -> _Built:
         schedule(self.g, self.state, layout)
@@ -282,25 +173,54 @@ class _Parallel:
         cols = self.wafer.cols
         flat = bridge.flat_cores(layout.cores)
         rank_cost = bridge.layout_cost(self.flows, flat, cols)
-        fp = None
-        if self.problem is not None:
-            cost = evaluate_floorplan(self.problem, _boxes(layout.cores, cols))
-            fp = cost.objective if cost.feasible else None
         traffic = bridge.plan_traffic(built.plan, self.wafer)
-        step, how = _step_time(built.plan, self.wafer, self.opts.evaluate)
+        step, how = step_time(built.plan, self.wafer, self.opts.evaluate)
         fits = built.memory.fits
+        weak = sum(1 for c in flat if not self.usable[c // cols, c % cols])
+        if weak:
+            note = "; ".join(
+                x for x in (note, f"{weak} rank(s) on nodes below {bridge.MIN_CAPACITY:.0%}") if x
+            )
         idx = len(self.candidates)
         self.candidates.append(
-            Candidate(method, fp, rank_cost, traffic.byte_hops, traffic.inter_stage_byte_hops,
-                      step, how, fits, note)
+            Candidate(method, self.floorplan_score(layout), rank_cost, traffic.byte_hops,
+                      traffic.inter_stage_byte_hops, step, how, fits, note)
         )  # fmt: skip
-        if all(self.usable[c // cols, c % cols] for c in flat):
+        if not weak:
             self.starts.append((rank_cost, idx, flat))
         key = (0 if fits else 1, step, traffic.byte_hops, idx)
         if self.best is None or key < self.best[0]:
             self.best = (key, built, method)
 
+    def floorplan_score(self, layout: Layout) -> float | None:
+        """The stage-level floorplan objective of the stages' bounding boxes."""
+        if self.problem is None:
+            return None
+        boxes = [self.to_box(r) for r in _boxes(layout.cores, self.wafer.cols)]
+        if any(b is None for b in boxes):
+            return None  # a stage outside the usable part
+        cost = evaluate_floorplan(self.problem, tuple(b for b in boxes if b is not None))
+        return cost.objective if cost.feasible else None
+
+    def to_box(self, r: Rect) -> Rect | None:
+        """``r`` in the floorplan grid's coordinates (None if it leaves it)."""
+        b = self.box
+        if not (b.row <= r.row and r.row + r.height <= b.row + b.height):
+            return None
+        if not (b.col <= r.col and r.col + r.width <= b.col + b.width):
+            return None
+        return Rect(r.row - b.row, r.col - b.col, r.height, r.width)
+
+    def from_box(self, rects: tuple[Rect, ...], a: int = 1, b: int = 1) -> tuple[Rect, ...]:
+        """Floorplan rectangles (of ``a x b`` cells) back in wafer coordinates."""
+        o = self.box
+        return tuple(
+            Rect(o.row + r.row * a, o.col + r.col * b, r.height * a, r.width * b) for r in rects
+        )
+
     def floorplan_problem(self, stage_plan: Plan) -> FloorplanProblem:
+        """Groups are the stages, each needing ``dp x tp`` cores; flows are the bytes the
+        stages send each other."""
         assert self.flows is not None
         work = [0.0] * self.pp
         for a in stage_plan.actors:
@@ -308,16 +228,49 @@ class _Parallel:
         sram = self.wafer.sram_bytes
         groups = tuple(Group(f"stage{s}", work[s], self.ranks * sram) for s in range(self.pp))
         flows = tuple(Flow(a, b, w) for a, b, w in self.flows.stage_flows)
-        core_flops = self.wafer.peak(_dominant_dtype(stage_plan))
         return FloorplanProblem(
-            self.grid, groups, flows, core_flops, sram,
+            self.fp_grid, groups, flows, self.wafer.peak(_dominant_dtype(stage_plan)), sram,
             _weights(self.wafer, self.ranks, self.opts.weights),
-            _policy(self.opts, len(self.grid.dead)),
+            _policy(self.opts, len(self.fp_grid.dead)),
         )  # fmt: skip
 
     def tiled(self, rects: tuple[Rect, ...], kind: str) -> Layout:
-        cores = bridge.tile_stages(rects, self.dp, self.tp, self.usable, self.flows)
-        return Layout(cores, kind)
+        return Layout(bridge.tile_stages(rects, self.dp, self.tp, self.usable, self.flows), kind)
+
+    def solve(self, share: float) -> None:
+        """CP-SAT floorplans of the stages (``share`` of the time limit), tiled: one on
+        the cores, and one on cells of one tensor-parallel block each (so every stage is
+        a grid of compact blocks, which the core-level objective cannot see: it prices
+        only the traffic between stages)."""
+        if self.problem is None:
+            return
+        a, b = bridge.block_shape(self.tp)
+        blocks = (a, b) != (1, 1)
+        part = share / 2 if blocks else share
+        fp = solve_floorplan(self.problem, self.opts.solve_options(part))
+        self.reports.append(("floorplan", fp.report))
+        try:
+            rects = self.from_box(bridge.shrink_rects(self.problem, fp.rects))
+            self.offer("cp-sat floorplan", self.tiled(rects, "cp-sat floorplan"))
+        except PlanError as e:
+            self.notes.append(f"cp-sat floorplan: tiling failed: {e}")
+        if not blocks:
+            return
+        method = f"cp-sat floorplan ({a}x{b} blocks)"
+        try:
+            o = self.box
+            inside = self.usable[o.row : o.row + o.height, o.col : o.col + o.width]
+            cells = bridge.block_problem(self.problem, inside, a, b, self.dp)
+        except PlanError as e:
+            self.notes.append(f"{method}: not posed: {e}")
+            return
+        fpb = solve_floorplan(cells, self.opts.solve_options(part, export=False))
+        self.reports.append((f"floorplan ({a}x{b} blocks)", fpb.report))
+        rects = self.from_box(bridge.shrink_rects(cells, fpb.rects), a, b)
+        try:
+            self.offer(method, self.tiled(rects, method))
+        except PlanError as e:
+            self.notes.append(f"{method}: tiling failed: {e}")
 
 
 def place_parallel(
@@ -343,30 +296,21 @@ def place_state(graph: Graph, state: ParallelState, options: PlaceOptions) -> Pl
             "placement cannot change the traffic; compile without the place step"
         )
     run = _Parallel(graph, state, options)
+    run.grid.require_connected()  # PlanError listing the islands
     view = bridge.describe_view(wafer)
     default = strip_layout(wafer, run.pp, run.ranks, run.tp)
     run.offer("strips (default)" if default.kind == "strips" else "snake (default)", default)
     assert run.flows is not None and run.best is not None
     first_plan = run.best[1].plan
-    notes: list[str] = []
     try:
         run.problem = run.floorplan_problem(first_plan)
+        run.candidates[0] = replace(run.candidates[0], floorplan=run.floorplan_score(default))
     except PlanError as e:
-        notes.append(f"cp-sat floorplan: not posed: {e}")
-    if run.problem is not None:  # score the default now that the problem exists
-        c0 = run.candidates[0]
-        cost = evaluate_floorplan(run.problem, _boxes(default.cores, wafer.cols))
-        run.candidates[0] = replace(c0, floorplan=cost.objective if cost.feasible else None)
-        share = _FLOORPLAN_SHARE if options.refine else 1.0
-        fp = solve_floorplan(run.problem, options.solve_options(share))
-        run.reports.append(("floorplan", fp.report))
-        try:
-            run.offer("cp-sat floorplan", run.tiled(fp.rects, "cp-sat floorplan"))
-        except PlanError as e:
-            notes.append(f"cp-sat floorplan: tiling failed: {e}")
-    _baselines(run, options, default, notes)
+        run.notes.append(f"cp-sat floorplan: not posed: {e}")
+    run.solve(_FLOORPLAN_SHARE if options.refine else 1.0)
+    _baselines(run, options, default)
     if options.refine and run.starts:
-        _refine(run, options, notes)
+        _refine(run, options)
     assert run.best is not None
     _, built, chosen = run.best
     state.layout, state.program, state.actor_plan = built.layout, built.program, built.plan
@@ -391,7 +335,7 @@ def place_state(graph: Graph, state: ParallelState, options: PlaceOptions) -> Pl
             f"inside a node: its {wafer.coarsen_factor}x{wafer.coarsen_factor} cores pool compute "
             "and SRAM (the coarse model); they are not placed one by one"
         )
-    decisions += notes
+    decisions += run.notes
     spec = state.plan
     title = (
         f"placement of plan {spec} ({run.pp} stage(s) x {run.ranks} rank(s): dp={run.dp}, "
@@ -414,7 +358,7 @@ def place_state(graph: Graph, state: ParallelState, options: PlaceOptions) -> Pl
     )
 
 
-def _baselines(run: _Parallel, options: PlaceOptions, default: Layout, notes: list[str]) -> None:
+def _baselines(run: _Parallel, options: PlaceOptions, default: Layout) -> None:
     wafer = run.wafer
     if "snake" in options.baselines and default.kind != "snake":
         order = snake_walk(wafer)
@@ -422,28 +366,33 @@ def _baselines(run: _Parallel, options: PlaceOptions, default: Layout, notes: li
         run.offer("snake", Layout(cores, "snake"))
     if "work-strips" in options.baselines and run.problem is not None:
         try:
-            rects = work_strips(run.problem).rects
+            rects = run.from_box(work_strips(run.problem).rects)
             run.offer("work strips", run.tiled(rects, "work strips"))
         except PlanError as e:
-            notes.append(f"work strips: not applicable: {e}")
+            run.notes.append(f"work strips: not applicable: {e}")
 
 
-def _refine(run: _Parallel, options: PlaceOptions, notes: list[str]) -> None:
+def _refine(run: _Parallel, options: PlaceOptions) -> None:
     assert run.flows is not None
     try:
         problem = bridge.rank_problem(run.grid, run.flows)
     except PlanError as e:
-        notes.append(f"cp-sat rank refinement: not posed: {e}")
+        run.notes.append(f"cp-sat rank refinement: not posed: {e}")
         return
     _, idx, start = min(run.starts)
-    share = 1.0 - _FLOORPLAN_SHARE if run.problem is not None else 1.0
+    share = 1.0 - _FLOORPLAN_SHARE if run.reports else 1.0
     cores, rep = bridge.refine_ranks(
-        problem, start, options.solve_options(share, export=run.problem is None)
+        problem, start, options.solve_options(share, export=not run.reports)
     )
     run.reports.append(("ranks", rep))
-    source = run.candidates[idx].method
+    source = run.candidates[idx]
+    if cores == start:  # nothing better found: the same layout, no need to rebuild it
+        run.candidates.append(
+            replace(source, method="cp-sat + rank LNS", note=f"= {source.method} (no better move)")
+        )
+        return
     layout = Layout(bridge.split_cores(cores, run.pp, run.ranks), "cp-sat ranks")
-    run.offer("cp-sat + rank LNS", layout, note=f"from {source}")
+    run.offer("cp-sat + rank LNS", layout, note=f"from {source.method}")
 
 
 def _parallel_result(
@@ -487,7 +436,7 @@ def place_actors(plan: Plan, wafer: Wafer, *, options: PlaceOptions | None = Non
     def offer(method: str, cores: tuple[int, ...], cand_plan: Plan, note: str = "") -> None:
         nonlocal best
         traffic = bridge.plan_traffic(cand_plan, wafer)
-        step, how = _step_time(cand_plan, wafer, opts.evaluate)
+        step, how = step_time(cand_plan, wafer, opts.evaluate)
         cost = bridge.assignment_cost_of(problem, cores)
         cands.append(Candidate(method, None, cost, traffic.byte_hops,
                                traffic.inter_stage_byte_hops, step, how, True, note))  # fmt: skip
@@ -538,56 +487,6 @@ def place_actors(plan: Plan, wafer: Wafer, *, options: PlaceOptions | None = Non
 
 
 # --- text --------------------------------------------------------------------------------------
-
-
-def _num(x: float | None, fmt: str = ".4g") -> str:
-    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, fmt)
-
-
-def format_result(r: PlacedResult) -> str:
-    """The comparison table, the solver reports and the decisions' views."""
-    base = r.best_baseline()
-    rank_head = "rank byte-hops" if r.kind == "parallel" else "flow byte-hops"
-    head = ("method", "floorplan", rank_head, "plan byte-hops", "vs best baseline",
-            "step time", "fits", "note")  # fmt: skip
-    body = []
-    for c in r.candidates:
-        ratio = "-"
-        if base is not None and base.byte_hops > 0 and not math.isnan(c.byte_hops):
-            ratio = f"{c.byte_hops / base.byte_hops:.3f}"
-        step = "-" if math.isnan(c.step_time) else f"{c.step_time * 1e3:.4f} ms ({c.evaluated[:3]})"
-        mark = " *" if c.method == r.chosen else ""
-        body.append((c.method + mark, _num(c.floorplan), _num(c.rank_cost), _num(c.byte_hops),
-                     ratio, step, "yes" if c.fits else "no", c.note))  # fmt: skip
-    if r.floorplan_bound is not None:
-        body.append(("floorplan bound", _num(r.floorplan_bound), "-", "-", "-", "-", "-", ""))
-    for name, rep in r.reports:
-        if name in ("ranks", "actors"):
-            body.append((f"{name} bound", "-", _num(rep.best_bound), "-", "-", "-", "-", ""))
-    widths = [max(len(x[i]) for x in [head, *body]) for i in range(len(head))]
-    lines = [r.title]
-    for row in [head, *body]:
-        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
-    lines.insert(2, "  ".join("-" * w for w in widths))
-    kept = r.kept
-    lines.append(f"kept: {r.chosen} (* above): fastest step{' that fits' if kept.fits else ''}")
-    if base is not None and base.byte_hops > 0:
-        lines.append(
-            f"traffic x distance vs the best baseline ({base.method}): "
-            f"{100 * (1 - kept.byte_hops / base.byte_hops):+.1f}% lower; step time "
-            f"{100 * (1 - kept.step_time / min(c.step_time for c in r.candidates if not c.method.startswith('cp-sat'))):+.1f}% lower than the fastest baseline"
-        )
-    for name, rep in r.reports:
-        lines.append(
-            f"solver ({name}): {rep.status.value}, objective {rep.objective:.6g}, bound "
-            f"{rep.best_bound:.6g}, gap {100 * rep.gap:.2f}%, {rep.deterministic_time:.2f} "
-            f"deterministic s ({rep.wall_time:.2f} s wall); {', '.join(rep.techniques)}"
-        )
-    if r.routes is not None:
-        lines.append(r.routes.summary())
-    lines += [f"view: {d}" for d in r.decisions]
-    lines.append(f"placement wall time: {r.wall_time:.1f} s")
-    return "\n".join(lines)
 
 
 def place_compare(

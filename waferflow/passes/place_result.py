@@ -1,0 +1,202 @@
+"""What a placement returns: its options, each candidate's scores, the kept plan, and
+the comparison table (``str(PlacedResult)``). Used by ``waferflow.passes.place``."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from waferflow.backend_sim import estimate, simulate
+from waferflow.errors import PlanError
+from waferflow.ir.plan import Plan
+from waferflow.ir.target.wafer import Wafer
+from waferflow.mapper.placement import DeadCores, ObjectiveWeights, SolveOptions, SolveReport
+from waferflow.parallel.driver import ParallelResult
+from waferflow.parallel.layout import Layout
+
+SIMULATE_LIMIT = 150_000  # actors: above this, evaluate="auto" uses the analytic estimate
+FEW_DEAD = 4  # up to this many dead nodes, dead cores are obstacles by default
+EVALUATIONS = ("auto", "simulate", "estimate")
+BASELINES = ("strips", "snake", "work-strips")
+ROUTE_ORDERS = ("xy", "yx", "balance", "none")
+
+
+@dataclass(frozen=True)
+class PlaceOptions:
+    """Options of a placement.
+
+    ``time_limit`` is CP-SAT deterministic seconds for the whole placement (floorplan
+    and refinement share it). ``num_workers = 1`` (default) is reproducible: the same
+    inputs and seed give byte-identical plans. ``weights`` overrides the floorplan
+    objective (default: link time, no balance term); ``dead_cores`` the floorplan's
+    dead-core policy (default: obstacles with up to ``FEW_DEAD`` dead nodes, else idle).
+    ``evaluate`` times candidates by the event simulation, the analytic estimate, or
+    (``auto``) the simulation up to ``SIMULATE_LIMIT`` actors. ``route`` routes the kept
+    plan (``none``: leave routes to the simulator)."""
+
+    time_limit: float = 10.0
+    seed: int = 0
+    num_workers: int = 1
+    export_model: Path | None = None
+    weights: ObjectiveWeights | None = None
+    dead_cores: DeadCores | None = None
+    evaluate: str = "auto"
+    refine: bool = True
+    baselines: tuple[str, ...] = BASELINES
+    route: str = "xy"
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.time_limit, int | float) and math.isfinite(self.time_limit)):
+            raise PlanError(f"place: time limit must be a finite number, got {self.time_limit!r}")
+        if self.time_limit <= 0:
+            raise PlanError(
+                f"place: time limit must be positive (deterministic seconds), got {self.time_limit}"
+            )
+        if self.num_workers < 1:
+            raise PlanError(f"place: num_workers must be >= 1, got {self.num_workers}")
+        if self.evaluate not in EVALUATIONS:
+            raise PlanError(
+                f"place: evaluate={self.evaluate!r}; choose one of {', '.join(EVALUATIONS)}"
+            )
+        bad = [b for b in self.baselines if b not in BASELINES]
+        if bad:
+            raise PlanError(f"place: unknown baseline(s) {bad}; known: {', '.join(BASELINES)}")
+        if self.route not in ROUTE_ORDERS:
+            raise PlanError(f"place: route={self.route!r}; choose one of {', '.join(ROUTE_ORDERS)}")
+
+    def solve_options(self, share: float, export: bool = True) -> SolveOptions:
+        return SolveOptions(
+            time_limit=self.time_limit * share,
+            seed=self.seed,
+            num_workers=self.num_workers,
+            export_model=self.export_model if export else None,
+        )
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One placement and its scores. ``floorplan``: the floorplan objective of the
+    stages' bounding boxes (None when they overlap or are not placements);
+    ``rank_cost``: bytes x hops of the rank (or actor) flows, the refinement's
+    objective; ``byte_hops``: of every message of the lowered plan, routes included."""
+
+    method: str
+    floorplan: float | None
+    rank_cost: float | None
+    byte_hops: float
+    inter_stage_byte_hops: float
+    step_time: float  # seconds
+    evaluated: str  # "simulated" | "estimated"
+    fits: bool
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class PlacedResult:
+    """The kept plan and how every candidate scored (``str()``: the comparison)."""
+
+    kind: str  # "parallel" or "actors"
+    plan: Plan
+    chosen: str
+    candidates: tuple[Candidate, ...]
+    reports: tuple[tuple[str, SolveReport], ...]  # ("floorplan" | "ranks" | "actors", report)
+    decisions: tuple[str, ...]
+    title: str
+    floorplan_bound: float | None = None
+    layout: Layout | None = None
+    parallel: ParallelResult | None = field(default=None, repr=False)
+    routes: Any = None  # LinkLoadReport of the kept plan (passes.route), if routed
+    wall_time: float = 0.0
+
+    def candidate(self, method: str) -> Candidate:
+        for c in self.candidates:
+            if c.method == method:
+                return c
+        raise KeyError(method)
+
+    @property
+    def kept(self) -> Candidate:
+        return self.candidate(self.chosen)
+
+    def best_baseline(self) -> Candidate | None:
+        """The baseline with the least traffic x distance (plan byte-hops)."""
+        bases = [c for c in self.candidates if not c.method.startswith("cp-sat")]
+        return min(bases, key=lambda c: (c.byte_hops, c.method)) if bases else None
+
+    def __str__(self) -> str:
+        return format_result(self)
+
+
+# --- shared helpers ------------------------------------------------------------------------
+
+
+def step_time(plan: Plan, wafer: Wafer, how: str) -> tuple[float, str]:
+    if how == "simulate" or (how == "auto" and len(plan.actors) <= SIMULATE_LIMIT):
+        return simulate(plan, wafer).step_time, "simulated"
+    return estimate(plan, wafer).step_time, "estimated"
+
+
+def _num(x: float | None, fmt: str = ".4g") -> str:
+    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, fmt)
+
+
+def format_result(r: PlacedResult) -> str:
+    """The comparison table, the solver reports and the decisions' views."""
+    base = r.best_baseline()
+    rank_head = "rank byte-hops" if r.kind == "parallel" else "flow byte-hops"
+    head = ("method", "floorplan", rank_head, "plan byte-hops", "vs best baseline",
+            "step time", "fits", "note")  # fmt: skip
+    body = []
+    for c in r.candidates:
+        ratio = "-"
+        if base is not None and base.byte_hops > 0 and not math.isnan(c.byte_hops):
+            ratio = f"{c.byte_hops / base.byte_hops:.3f}"
+        step = "-" if math.isnan(c.step_time) else f"{c.step_time * 1e3:.4f} ms ({c.evaluated[:3]})"
+        mark = " *" if c.method == r.chosen else ""
+        body.append((c.method + mark, _num(c.floorplan), _num(c.rank_cost), _num(c.byte_hops),
+                     ratio, step, "yes" if c.fits else "no", c.note))  # fmt: skip
+    if r.floorplan_bound is not None:
+        body.append(("floorplan bound", _num(r.floorplan_bound), "-", "-", "-", "-", "-", ""))
+    for name, rep in r.reports:
+        if name in ("ranks", "actors"):
+            body.append((f"{name} bound", "-", _num(rep.best_bound), "-", "-", "-", "-", ""))
+    widths = [max(len(x[i]) for x in [head, *body]) for i in range(len(head))]
+    lines = [r.title]
+    for row in [head, *body]:
+        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    lines.insert(2, "  ".join("-" * w for w in widths))
+    kept = r.kept
+    lines.append(f"kept: {r.chosen} (* above): fastest step{' that fits' if kept.fits else ''}")
+    if base is not None and base.byte_hops > 0:
+        lines.append(
+            f"traffic x distance vs the best baseline ({base.method}): "
+            f"{100 * (1 - kept.byte_hops / base.byte_hops):+.1f}% lower; step time "
+            f"{100 * (1 - kept.step_time / min(c.step_time for c in r.candidates if not c.method.startswith('cp-sat'))):+.1f}% lower than the fastest baseline"
+        )
+    for name, rep in r.reports:
+        lines.append(
+            f"solver ({name}): {rep.status.value}, objective {rep.objective:.6g}, bound "
+            f"{rep.best_bound:.6g}, gap {100 * rep.gap:.2f}%, {rep.deterministic_time:.2f} "
+            f"deterministic s ({rep.wall_time:.2f} s wall); {', '.join(rep.techniques)}"
+        )
+    if r.routes is not None:
+        lines.append(r.routes.summary())
+    lines += [f"view: {d}" for d in r.decisions]
+    lines.append(f"placement wall time: {r.wall_time:.1f} s")
+    return "\n".join(lines)
+
+
+__all__ = [
+    "BASELINES",
+    "EVALUATIONS",
+    "FEW_DEAD",
+    "ROUTE_ORDERS",
+    "SIMULATE_LIMIT",
+    "Candidate",
+    "PlaceOptions",
+    "PlacedResult",
+    "format_result",
+    "step_time",
+]
