@@ -123,6 +123,7 @@ class CompiledPlan:
     timings: tuple[StepTiming, ...] = ()
     notes: tuple[str, ...] = field(default=())
     parallel: Any = None  # waferflow.parallel.ParallelResult when a parallel plan was built
+    placement: Any = None  # waferflow.passes.place_result.PlacedResult when CP-SAT placed it
 
     @property
     def name(self) -> str:
@@ -232,6 +233,9 @@ def compile(
     batch: int | None = None,
     seq: int | None = None,
     name: str | None = None,
+    place: str | None = "auto",
+    place_time: float = 10.0,
+    seed: int = 0,
     keep_ir: bool = True,
     print_ir_after: Sequence[str] = (),
     progress: Callable[[str], None] | None = None,
@@ -242,6 +246,10 @@ def compile(
     ``"hf:gpt2"`` / ``"cnn:amcoda"`` / ``"path/file.py:factory"`` (then ``batch`` and
     ``seq`` size its inputs). ``wafer`` is a preset name, a TOML path or a ``Wafer``;
     ``coarsen=k`` plans on the k x k coarse view. ``passes`` overrides the pipeline.
+    ``plan`` is a parallel plan (``"dp=2,tp=4,pp=2,microbatches=4"``); ``place`` is
+    ``"auto"`` (CP-SAT for parallel plans, the snake otherwise), ``"cpsat"`` or ``"none"``
+    (the default strip layout), with ``place_time`` deterministic CP-SAT seconds and
+    ``seed``: the same inputs and seed give the same plan, byte for byte.
     """
     from waferflow.frontend import load_model, trace
 
@@ -274,15 +282,37 @@ def compile(
             if pass_name in print_ir_after:
                 print(f"// -----// IR Dump After {pass_name} //----- //\n{text}", end="")
     parallel = None
-    with _timed(timings, "parallelize" if plan else "lower", progress):
-        if plan:
-            from waferflow.parallel import build_parallel_plan
+    placement = None
+    method = _placement_method(place, plan)
+    if method not in ("cpsat", "none"):
+        raise WaferflowError(f"place={place!r}: use 'auto', 'cpsat' or 'none'")
+    if plan and method == "cpsat":
+        from waferflow.passes.place import place_parallel
 
+        with _timed(timings, "parallelize+place", progress):
+            placement = place_parallel(graph, w, plan, options=_place_options(place_time, seed))
+        parallel = placement.parallel
+        actor_plan = placement.plan
+        if parallel is not None:
+            from waferflow.parallel.memory import check_fits
+
+            check_fits(parallel.memory)  # PlanError naming the fullest cores
+    elif plan:
+        from waferflow.parallel import build_parallel_plan
+
+        with _timed(timings, "parallelize", progress):
             parallel = build_parallel_plan(graph, w, plan)  # PlanError when it does not fit
-            actor_plan = parallel.plan
-        else:
+        actor_plan = parallel.plan
+    else:
+        with _timed(timings, "lower", progress):
             actor_plan = lower_to_plan(graph, w, name=graph.name)
             check_resident_memory(actor_plan, w)
+        if method == "cpsat" and place is not None and place != "auto":
+            from waferflow.passes.place import place_actors
+
+            with _timed(timings, "place", progress):
+                placement = place_actors(actor_plan, w, options=_place_options(place_time, seed))
+            actor_plan = placement.plan
     return CompiledPlan(
         plan=actor_plan,
         wafer=w,
@@ -291,7 +321,22 @@ def compile(
         timings=tuple(timings),
         notes=tuple(str(d) for d in parallel.diagnostics) if parallel else (),
         parallel=parallel,
+        placement=placement,
     )
+
+
+def _placement_method(place: str | None, plan: str | None) -> str:
+    """``auto``: CP-SAT for parallel plans; the snake for the naive one-actor-per-op
+    lowering (placing thousands of actors is opt-in: ``place="cpsat"``)."""
+    if place in (None, "auto"):
+        return "cpsat" if plan else "none"
+    return place
+
+
+def _place_options(time_limit: float, seed: int) -> Any:
+    from waferflow.passes.place_result import PlaceOptions
+
+    return PlaceOptions(time_limit=time_limit, seed=seed)
 
 
 def check_resident_memory(plan: Plan, wafer: Wafer, top: int = 3) -> None:

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from waferflow.errors import PlanError
 from waferflow.ir.plan import Actor, Message, Plan
@@ -131,3 +134,45 @@ def test_usable_box_and_crop_cut_a_ragged_edge() -> None:
     grid = bridge.grid_from_mask(get_wafer("mesh4x4"), mask)
     sub = bridge.crop_grid(grid, box)
     assert (sub.rows, sub.cols, sub.dead) == (4, 4, frozenset({(1, 2)}))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    h=st.integers(1, 6),
+    w=st.integers(1, 6),
+    dp=st.integers(1, 4),
+    tp=st.integers(1, 6),
+    dead=st.lists(st.tuples(st.integers(0, 5), st.integers(0, 5)), max_size=6),
+)
+def test_tiling_uses_distinct_usable_cores_of_the_rectangle_or_says_why(
+    h: int, w: int, dp: int, tp: int, dead: list[tuple[int, int]]
+) -> None:
+    usable = np.ones((6, 6), dtype=bool)
+    for r, c in dead:
+        usable[r, c] = False
+    rect = Rect(0, 0, h, w)
+    room = int(usable[:h, :w].sum())
+    if room < dp * tp:
+        with pytest.raises(PlanError, match="usable cores"):
+            bridge.tile_stages([rect], dp, tp, usable, None)
+        return
+    (cores,) = bridge.tile_stages([rect], dp, tp, usable, None)
+    assert len(set(cores)) == dp * tp
+    for c in cores:
+        r, col = divmod(c, 6)
+        assert r < h and col < w and usable[r, col]
+
+
+@pytest.mark.parametrize("a,b", [(2, 2), (2, 6), (3, 4), (4, 3), (2, 3), (3, 2), (4, 4)])
+def test_blocks_with_an_even_number_of_cells_have_a_one_hop_ring_order(a: int, b: int) -> None:
+    orders = bridge.block_orders(a, b)
+    for order in orders:
+        assert sorted(order) == [(i, j) for i in range(a) for j in range(b)]
+    ring = orders[-1]
+    closed = [*ring, ring[0]]
+    assert all(abs(x[0] - y[0]) + abs(x[1] - y[1]) == 1 for x, y in itertools.pairwise(closed))
+
+
+def test_odd_blocks_have_no_cycle_order() -> None:
+    assert len(bridge.block_orders(3, 3)) == 2  # row-major and snake
+    assert len(bridge.block_orders(1, 5)) == 1

@@ -180,7 +180,7 @@ def test_dead_cores_that_cut_the_mesh_apart_are_reported_with_the_islands(
 ) -> None:
     w = get_wafer("mesh4x4")
     w = dataclasses.replace(w, dead_cores=frozenset((r, 1) for r in range(4)))
-    with pytest.raises(PlanError, match="split the alive cores .* into 2 islands"):
+    with pytest.raises(PlanError, match=r"split the alive cores .* into 2 islands"):
         place_parallel(gpt2_tiny, w, "dp=2", options=FAST)
     with pytest.raises(PlanError, match="2 islands"):
         place_actors(lower_to_plan(gpt2_tiny, w), w, options=FAST)
@@ -196,3 +196,10 @@ def test_floorplans_leave_the_weak_nodes_of_a_ragged_coarse_view_alone(gpt2_tiny
             assert "below" not in c.note
     assert not weak & {a.core for a in r.plan.actors}
     assert "coarsened 3x (6x6 nodes" in str(r)
+
+
+def test_the_summary_line_names_the_kept_placement(gpt2_tiny: Graph) -> None:
+    r = place_parallel(gpt2_tiny, get_wafer("mesh16x16"), PIPE, options=FAST)
+    line = r.summary()
+    assert line.startswith(f"placed: kept {r.chosen}, step ")
+    assert "vs the best baselines: traffic x distance" in line and "floorplan" in line

@@ -252,11 +252,35 @@ def _factor_pairs(n: int) -> list[tuple[int, int]]:
     return [(a, n // a) for a in range(1, n + 1) if n % a == 0]
 
 
+def block_orders(a: int, b: int) -> list[list[tuple[int, int]]]:
+    """Orders of the cells of an ``a x b`` block, for the ranks of a tensor-parallel
+    group: row-major (the block is a grid in row-major order, which 2D collectives
+    use), snaking, and -- when the block has one -- a Hamiltonian cycle, so that a ring
+    in rank order moves one hop per step, closing edge included."""
+    orders = [[(i, j) for i in range(a) for j in range(b)]]
+    if a > 1:
+        orders.append([(i, j if i % 2 == 0 else b - 1 - j) for i in range(a) for j in range(b)])
+    if a > 1 and b > 1 and (a * b) % 2 == 0:
+        orders.append(_cycle(a, b) if b % 2 == 0 else [(i, j) for j, i in _cycle(b, a)])
+    return orders
+
+
+def _cycle(a: int, b: int) -> list[tuple[int, int]]:
+    """A Hamiltonian cycle of an ``a x b`` grid with ``b`` even: down column 0, up and
+    down the columns 1..b-1 over rows 1..a-1, back along row 0."""
+    out = [(i, 0) for i in range(a)]
+    for j in range(1, b):
+        rows = range(a - 1, 0, -1) if j % 2 else range(1, a)
+        out += [(i, j) for i in rows]
+    out += [(0, j) for j in range(b - 1, 0, -1)]
+    return out
+
+
 def _block_tilings(rect: Rect, dp: int, tp: int) -> list[list[tuple[int, int]]]:
     """Every block-grid tiling of ``rect`` (as (row, col) per rank, rank = d * tp + t): a
-    tensor-parallel group is an ``a x b`` block (row-major or snaking inside), replicas
-    are blocks in row-major or column-major order, anchored at each corner when the
-    rectangle is larger than the blocks need."""
+    tensor-parallel group is an ``a x b`` block (cells in one of ``block_orders``),
+    replicas are blocks in row-major or column-major order, anchored at each corner when
+    the rectangle is larger than the blocks need."""
     out: list[list[tuple[int, int]]] = []
     for a, b in _factor_pairs(tp):
         if a > rect.height or b > rect.width:
@@ -264,6 +288,7 @@ def _block_tilings(rect: Rect, dp: int, tp: int) -> list[list[tuple[int, int]]]:
         q_max, p_max = rect.width // b, rect.height // a
         if p_max * q_max < dp:
             continue
+        orders = block_orders(a, b)
         for by_rows in (True, False):
             if by_rows:
                 q = min(q_max, dp)
@@ -277,16 +302,12 @@ def _block_tilings(rect: Rect, dp: int, tp: int) -> list[list[tuple[int, int]]]:
                 for dr in (0, rect.height - used_h)
                 for dc in (0, rect.width - used_w)
             }
-            for snake_inner in (False, True) if a > 1 else (False,):
+            for order in orders:
                 for r0, c0 in sorted(anchors):
                     cells = []
                     for d in range(dp):
                         bi, bj = (d // q, d % q) if by_rows else (d % p, d // p)
-                        for t in range(tp):
-                            i, j = divmod(t, b)
-                            if snake_inner and i % 2:
-                                j = b - 1 - j
-                            cells.append((r0 + bi * a + i, c0 + bj * b + j))
+                        cells += [(r0 + bi * a + i, c0 + bj * b + j) for i, j in order]
                     out.append(cells)
     return out
 
@@ -580,6 +601,7 @@ __all__ = [
     "Traffic",
     "actor_problem",
     "assignment_cost_of",
+    "block_orders",
     "block_problem",
     "block_shape",
     "crop_grid",

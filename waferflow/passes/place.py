@@ -2,19 +2,32 @@
 
 Two entry points, both returning a ``PlacedResult`` (the kept plan, every candidate's
 scores, the solver reports, and which view each decision was made on; ``str()`` is the
-comparison table):
+comparison table, ``summary()`` one line):
 
-* ``place_parallel(graph, wafer, spec)`` for dp x tp x pp plans. The stages get
-  rectangles from the CP-SAT floorplan (``waferflow.mapper``; groups = stages with
-  their FLOPs, each needing ``dp x tp`` cores, one rank a core; flows = the bytes the
-  stages send each other); each rectangle is tiled with its ranks as a block grid
-  (``mapper.bridge.tile_stages``: a tensor-parallel group is a block, replicas are
-  blocks side by side); then the ranks are refined by swap descent and
-  large-neighbourhood search on the plan's real rank-to-rank flows (collectives
-  included). The baselines are laid out the same way: ``strip_layout`` (the default),
-  ranks along a snake, and work-proportional strips. Every candidate is lowered,
-  memory-planned and timed (simulated, or estimated on big plans); the kept plan is the
-  fastest that fits (so never slower than the best baseline).
+* ``place_parallel(graph, wafer, spec)`` for dp x tp x pp plans. Candidates:
+
+  - ``cp-sat floorplan``: the stages get rectangles from the CP-SAT floorplan
+    (``waferflow.mapper``; groups = stages with their FLOPs, each needing ``dp x tp``
+    cores, one rank a core; flows = the bytes the stages send each other), each cut
+    down to just the cores it needs (``bridge.shrink_rects``: the objective does not
+    charge for spare area) and tiled with its ranks as a block grid
+    (``bridge.tile_stages``: a tensor-parallel group is a block, replicas are blocks
+    side by side; block shape and anchor by the bytes x hops of the ranks' flows);
+  - ``cp-sat floorplan (a x b blocks)``: the same floorplan on a grid of cells of one
+    near-square tensor-parallel block each, so that every stage is a grid of compact
+    blocks: the core-level objective prices only the traffic between stages and would
+    happily stretch a stage into a line, although most bytes are its own collectives;
+  - ``cp-sat + rank LNS``: the best candidate so far (by rank byte-hops) refined by swap
+    descent and CP-SAT large-neighbourhood search on the plan's real rank-to-rank flows
+    (collectives included; never worse than its start);
+  - baselines: ``strip_layout`` (the compiler's default), ranks along a snake, and
+    work-proportional strips (tiled like the CP-SAT floorplans).
+
+  Floorplans are posed on the usable part of the wafer: coarse nodes holding less
+  than ``bridge.MIN_CAPACITY`` of a node (a ragged edge) get no rank from them. Every
+  candidate is lowered, memory-planned and timed (simulated; estimated above
+  ``SIMULATE_LIMIT`` actors); the kept plan is the fastest that fits (the fastest
+  overall when none fits), so it is never slower than the best baseline.
 * ``place_actors(plan, wafer)`` for one-actor-per-op plans (``lower_to_plan``): the
   actors and their messages as an assignment problem (``ceil(actors / cores)`` actors a
   core when they outnumber the cores), solved by CP-SAT (direct, or LNS when large),
@@ -322,10 +335,20 @@ def place_state(graph: Graph, state: ParallelState, options: PlaceOptions) -> Pl
 
         plan, routes = route_plan(plan, wafer, order=options.route)
         state.actor_plan = plan
-    decisions = [
-        f"floorplan (a rectangle per stage): CP-SAT on {view}",
-        f"tiling (ranks in each rectangle, tensor-parallel groups as blocks): on {view}",
-    ]
+    g = run.fp_grid
+    part = "" if (g.rows, g.cols) == (wafer.rows, wafer.cols) else (
+        f", its usable {g.rows}x{g.cols} part at {(run.box.row, run.box.col)}"
+    )  # fmt: skip
+    decisions = [f"floorplan (a rectangle per stage): CP-SAT on {view}{part}"]
+    a, b = bridge.block_shape(run.tp)
+    if (a, b) != (1, 1):
+        decisions.append(
+            f"floorplan on blocks: CP-SAT on {g.rows // a}x{g.cols // b} cells of {a}x{b} "
+            f"nodes (one tensor-parallel group each) of {view}"
+        )
+    decisions.append(
+        f"tiling (ranks in each rectangle, tensor-parallel groups as blocks): on {view}"
+    )
     if options.refine:
         decisions.append(f"rank refinement (swap descent + CP-SAT LNS over the ranks): on {view}")
     if options.route != "none":
@@ -395,11 +418,14 @@ def _refine(run: _Parallel, options: PlaceOptions) -> None:
     run.offer("cp-sat + rank LNS", layout, note=f"from {source.method}")
 
 
+def _op_name(op: Any, i: int) -> str:
+    """An op's name as ``ParallelResult.stage_of_op`` spells it (as the driver does)."""
+    return op.results[0].name if op.results else f"{op.kind.value}#{i}"
+
+
 def _parallel_result(
     graph: Graph, state: ParallelState, plan: Plan, built: _Built
 ) -> ParallelResult:
-    from waferflow.parallel.driver import _op_name  # the driver's naming of ops
-
     stage_of_op = {
         _op_name(op, i): s
         for i, op in enumerate(graph.ops)

@@ -16,7 +16,7 @@ from waferflow.mapper.placement import DeadCores, ObjectiveWeights, SolveOptions
 from waferflow.parallel.driver import ParallelResult
 from waferflow.parallel.layout import Layout
 
-SIMULATE_LIMIT = 150_000  # actors: above this, evaluate="auto" uses the analytic estimate
+SIMULATE_LIMIT = 250_000  # actors: above this, evaluate="auto" uses the analytic estimate
 FEW_DEAD = 4  # up to this many dead nodes, dead cores are obstacles by default
 EVALUATIONS = ("auto", "simulate", "estimate")
 BASELINES = ("strips", "snake", "work-strips")
@@ -125,6 +125,22 @@ class PlacedResult:
         bases = [c for c in self.candidates if not c.method.startswith("cp-sat")]
         return min(bases, key=lambda c: (c.byte_hops, c.method)) if bases else None
 
+    def summary(self) -> str:
+        """One line: what was kept, its step and traffic against the baselines."""
+        k = self.kept
+        bases = [c for c in self.candidates if not c.method.startswith("cp-sat")]
+        line = f"placed: kept {self.chosen}, step {k.step_time * 1e3:.4f} ms ({k.evaluated})"
+        if bases:
+            bt = min(c.byte_hops for c in bases)
+            bs = min(c.step_time for c in bases)
+            line += (
+                f"; vs the best baselines: traffic x distance {_change(k.byte_hops, bt)}, "
+                f"step {_change(k.step_time, bs)}"
+            )
+        for name, rep in self.reports:
+            line += f"; {name} {rep.status.value} gap {100 * rep.gap:.1f}%"
+        return line
+
     def __str__(self) -> str:
         return format_result(self)
 
@@ -140,6 +156,14 @@ def step_time(plan: Plan, wafer: Wafer, how: str) -> tuple[float, str]:
 
 def _num(x: float | None, fmt: str = ".4g") -> str:
     return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, fmt)
+
+
+def _change(x: float, ref: float) -> str:
+    """``'72.0% lower'`` / ``'3.1% higher'`` / ``'equal'``: ``x`` against ``ref``."""
+    if ref <= 0 or x == ref:
+        return "equal"
+    d = 100 * (x - ref) / ref
+    return f"{abs(d):.1f}% {'higher' if d > 0 else 'lower'}"
 
 
 def format_result(r: PlacedResult) -> str:
@@ -170,11 +194,20 @@ def format_result(r: PlacedResult) -> str:
     kept = r.kept
     lines.append(f"kept: {r.chosen} (* above): fastest step{' that fits' if kept.fits else ''}")
     if base is not None and base.byte_hops > 0:
+        fastest = min(c.step_time for c in r.candidates if not c.method.startswith("cp-sat"))
         lines.append(
-            f"traffic x distance vs the best baseline ({base.method}): "
-            f"{100 * (1 - kept.byte_hops / base.byte_hops):+.1f}% lower; step time "
-            f"{100 * (1 - kept.step_time / min(c.step_time for c in r.candidates if not c.method.startswith('cp-sat'))):+.1f}% lower than the fastest baseline"
+            f"kept vs the baselines: traffic x distance {_change(kept.byte_hops, base.byte_hops)} "
+            f"than the least ({base.method}), step time {_change(kept.step_time, fastest)} "
+            "than the fastest"
         )
+        cps = [c for c in r.candidates if c.method.startswith("cp-sat")]
+        if cps and r.chosen not in {c.method for c in cps}:
+            best = min(cps, key=lambda c: (c.byte_hops, c.method))
+            lines.append(
+                f"best CP-SAT placement by traffic ({best.method}): traffic x distance "
+                f"{_change(best.byte_hops, base.byte_hops)}, step time "
+                f"{_change(best.step_time, fastest)}; not kept, being slower"
+            )
     for name, rep in r.reports:
         lines.append(
             f"solver ({name}): {rep.status.value}, objective {rep.objective:.6g}, bound "
