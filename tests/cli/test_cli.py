@@ -208,3 +208,23 @@ def test_seed_plan_errors(capsys: pytest.CaptureFixture[str]) -> None:
     assert "dd" in err
     code, _, err = run(capsys, "compile", "cnn:amcoda", "--wafer", "mesh4x4", "--emit", "amcoda")
     assert code == EXIT_USER_ERROR and "seed machine" in err
+
+
+def test_compile_parallel_plan_places_with_cpsat(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(
+        capsys, "compile", "hf:gpt2-tiny", "--wafer", "mesh16x16", "--mode", "train",
+        "--batch", "8", "--plan", "dp=2,tp=4,pp=2,microbatches=4", "--place-time", "2", "-q",
+    )  # fmt: skip
+    assert code == 0, out
+    for needle in ("strips (default)", "snake", "cp-sat", "solver (floorplan)", "gap", "bound"):
+        assert needle in out
+    assert "per-core memory" in out and "step time" in out
+
+
+def test_parallel_plan_that_does_not_fit_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(
+        capsys, "compile", "hf:gpt2", "--wafer", "mesh4x4", "--mode", "infer", "--batch", "1",
+        "--seq", "64", "--plan", "tp=4,pp=2", "--place", "none",
+    )  # fmt: skip
+    assert code == EXIT_USER_ERROR and "Traceback" not in err
+    assert "does not fit" in err and "needs" in err

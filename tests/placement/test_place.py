@@ -203,3 +203,11 @@ def test_the_summary_line_names_the_kept_placement(gpt2_tiny: Graph) -> None:
     line = r.summary()
     assert line.startswith(f"placed: kept {r.chosen}, step ")
     assert "vs the best baselines: traffic x distance" in line and "floorplan" in line
+
+
+def test_export_writes_the_first_cp_sat_model(gpt2_tiny: Graph, tmp_path) -> None:
+    path = tmp_path / "floorplan.pb.txt"
+    opts = dataclasses.replace(FAST, export_model=path, refine=False)
+    place_parallel(gpt2_tiny, get_wafer("mesh16x16"), PIPE, options=opts)
+    text = path.read_text()
+    assert "no_overlap_2d" in text or "variables" in text
