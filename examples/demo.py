@@ -48,6 +48,9 @@ def main(argv: list[str] | None = None) -> int:
     assert compiled.graph is not None
     print(summarize(compiled.graph))
     print(repr(compiled))
+    if compiled.placement is not None:
+        print()
+        print(compiled.placement)
     report = compiled.simulate()
     print()
     print(report)
