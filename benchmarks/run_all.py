@@ -20,7 +20,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n=== {name} " + "=" * max(0, 70 - len(name)), flush=True)
         start = time.perf_counter()
         proc = subprocess.run([sys.executable, str(path)], check=False)
-        print(f"--- {name}: exit {proc.returncode}, {time.perf_counter() - start:.1f} s", flush=True)
+        print(
+            f"--- {name}: exit {proc.returncode}, {time.perf_counter() - start:.1f} s", flush=True
+        )
         if proc.returncode != 0:
             failed.append(name)
     if failed:

@@ -1,8 +1,8 @@
 """waferflow: compile PyTorch models onto wafer-scale dataflow chips and score the result.
 
-    import waferflow as wf
-    plan = wf.compile(model, example_inputs, wafer="mesh16x16", mode="train")
-    print(plan.simulate())
+import waferflow as wf
+plan = wf.compile(model, example_inputs, wafer="mesh16x16", mode="train")
+print(plan.simulate())
 """
 
 from waferflow.api import CompiledPlan, Report, StepTiming, compile, load_plan

@@ -41,7 +41,7 @@ class Opts(Pass):
     ratio: float = option(0.5, "a float")
     flag: bool = option(False, "a bool")
     label: str = option("a", "a str")
-    mode: Mode = option(Mode.RING, "an enum")  # noqa: RUF009 (an Enum is immutable)
+    mode: Mode = option(Mode.RING, "an enum")
 
 
 @dataclass(frozen=True)
