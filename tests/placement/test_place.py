@@ -136,12 +136,14 @@ def test_bad_pass_options_name_the_option() -> None:
         parse_pipeline("place{time=0.0}")
 
 
-def test_crossbars_have_nothing_to_place(gpt2_tiny: Graph) -> None:
+def test_crossbars_keep_the_default_layout(gpt2_tiny: Graph) -> None:
     w = dataclasses.replace(get_wafer("mesh4x4"), topology=get_wafer("amcoda").topology)
-    if w.topology.value != "crossbar":
-        pytest.skip("the amcoda preset is not a crossbar")
-    with pytest.raises(PlanError, match="crossbar"):
-        place_parallel(gpt2_tiny, w, "dp=2", options=FAST)
+    assert w.topology.value == "crossbar"
+    r = place_parallel(gpt2_tiny, w, "dp=2", options=FAST)
+    assert [c.method for c in r.candidates] == ["strips (default)"]
+    assert r.reports == ()
+    assert "is a crossbar" in str(r)
+    verify_plan(r.plan, w)
 
 
 def test_place_compare_prints_cp_sat_against_baselines_and_bounds(gpt2_tiny: Graph) -> None:
@@ -202,7 +204,7 @@ def test_the_summary_line_names_the_kept_placement(gpt2_tiny: Graph) -> None:
     r = place_parallel(gpt2_tiny, get_wafer("mesh16x16"), PIPE, options=FAST)
     line = r.summary()
     assert line.startswith(f"placed: kept {r.chosen}, step ")
-    assert "vs the best baselines: traffic x distance" in line and "floorplan" in line
+    assert "the least baseline's" in line and "floorplan" in line
 
 
 def test_export_writes_the_first_cp_sat_model(gpt2_tiny: Graph, tmp_path) -> None:

@@ -303,27 +303,30 @@ def place_state(graph: Graph, state: ParallelState, options: PlaceOptions) -> Pl
     (the ``place`` pass); leaves the kept layout, program, plan and memory in ``state``."""
     t0 = time.perf_counter()
     wafer = state.wafer
-    if wafer.topology is Topology.CROSSBAR:
-        raise PlanError(
-            f"wafer {wafer.name!r} is a crossbar: every pair of cores is one hop apart, so "
-            "placement cannot change the traffic; compile without the place step"
-        )
+    crossbar = wafer.topology is Topology.CROSSBAR
     run = _Parallel(graph, state, options)
-    run.grid.require_connected()  # PlanError listing the islands
+    if not crossbar:
+        run.grid.require_connected()  # PlanError listing the islands
     view = bridge.describe_view(wafer)
     default = strip_layout(wafer, run.pp, run.ranks, run.tp)
     run.offer("strips (default)" if default.kind == "strips" else "snake (default)", default)
     assert run.flows is not None and run.best is not None
-    first_plan = run.best[1].plan
-    try:
-        run.problem = run.floorplan_problem(first_plan)
-        run.candidates[0] = replace(run.candidates[0], floorplan=run.floorplan_score(default))
-    except PlanError as e:
-        run.notes.append(f"cp-sat floorplan: not posed: {e}")
-    run.solve(_FLOORPLAN_SHARE if options.refine else 1.0)
-    _baselines(run, options, default)
-    if options.refine and run.starts:
-        _refine(run, options)
+    if crossbar:
+        run.notes.append(
+            f"{wafer.name} is a crossbar: every pair of cores is one hop apart, so placement "
+            "cannot change the traffic; the default layout is kept, no solver ran"
+        )
+    else:
+        first_plan = run.best[1].plan
+        try:
+            run.problem = run.floorplan_problem(first_plan)
+            run.candidates[0] = replace(run.candidates[0], floorplan=run.floorplan_score(default))
+        except PlanError as e:
+            run.notes.append(f"cp-sat floorplan: not posed: {e}")
+        run.solve(_FLOORPLAN_SHARE if options.refine else 1.0)
+        _baselines(run, options, default)
+        if options.refine and run.starts:
+            _refine(run, options)
     assert run.best is not None
     _, built, chosen = run.best
     state.layout, state.program, state.actor_plan = built.layout, built.program, built.plan
@@ -339,17 +342,21 @@ def place_state(graph: Graph, state: ParallelState, options: PlaceOptions) -> Pl
     part = "" if (g.rows, g.cols) == (wafer.rows, wafer.cols) else (
         f", its usable {g.rows}x{g.cols} part at {(run.box.row, run.box.col)}"
     )  # fmt: skip
-    decisions = [f"floorplan (a rectangle per stage): CP-SAT on {view}{part}"]
+    names = {name for name, _ in run.reports}
+    decisions = []
+    if "floorplan" in names:
+        decisions.append(f"floorplan (a rectangle per stage): CP-SAT on {view}{part}")
     a, b = bridge.block_shape(run.tp)
-    if (a, b) != (1, 1):
+    if f"floorplan ({a}x{b} blocks)" in names:
         decisions.append(
             f"floorplan on blocks: CP-SAT on {g.rows // a}x{g.cols // b} cells of {a}x{b} "
             f"nodes (one tensor-parallel group each) of {view}"
         )
-    decisions.append(
-        f"tiling (ranks in each rectangle, tensor-parallel groups as blocks): on {view}"
-    )
-    if options.refine:
+    if len(run.candidates) > 1:
+        decisions.append(
+            f"tiling (ranks in each rectangle, tensor-parallel groups as blocks): on {view}"
+        )
+    if "ranks" in names:
         decisions.append(f"rank refinement (swap descent + CP-SAT LNS over the ranks): on {view}")
     if options.route != "none":
         decisions.append(f"routes ({options.route}): on {view}")

@@ -134,8 +134,8 @@ class PlacedResult:
             bt = min(c.byte_hops for c in bases)
             bs = min(c.step_time for c in bases)
             line += (
-                f"; vs the best baselines: traffic x distance {_change(k.byte_hops, bt)}, "
-                f"step {_change(k.step_time, bs)}"
+                f"; traffic x distance {_change(k.byte_hops, bt)} the least baseline's, "
+                f"step {_change(k.step_time, bs)} the fastest baseline's"
             )
         for name, rep in self.reports:
             line += f"; {name} {rep.status.value} gap {100 * rep.gap:.1f}%"
@@ -159,11 +159,12 @@ def _num(x: float | None, fmt: str = ".4g") -> str:
 
 
 def _change(x: float, ref: float) -> str:
-    """``'72.0% lower'`` / ``'3.1% higher'`` / ``'equal'``: ``x`` against ``ref``."""
+    """``'72.0% lower than'`` / ``'3.1% higher than'`` / ``'equal to'``: ``x`` against
+    ``ref``."""
     if ref <= 0 or x == ref:
-        return "equal"
+        return "equal to"
     d = 100 * (x - ref) / ref
-    return f"{abs(d):.1f}% {'higher' if d > 0 else 'lower'}"
+    return f"{abs(d):.1f}% {'higher' if d > 0 else 'lower'} than"
 
 
 def format_result(r: PlacedResult) -> str:
@@ -197,16 +198,15 @@ def format_result(r: PlacedResult) -> str:
         fastest = min(c.step_time for c in r.candidates if not c.method.startswith("cp-sat"))
         lines.append(
             f"kept vs the baselines: traffic x distance {_change(kept.byte_hops, base.byte_hops)} "
-            f"than the least ({base.method}), step time {_change(kept.step_time, fastest)} "
-            "than the fastest"
+            f"the least ({base.method}), step time {_change(kept.step_time, fastest)} the fastest"
         )
         cps = [c for c in r.candidates if c.method.startswith("cp-sat")]
         if cps and r.chosen not in {c.method for c in cps}:
             best = min(cps, key=lambda c: (c.byte_hops, c.method))
             lines.append(
                 f"best CP-SAT placement by traffic ({best.method}): traffic x distance "
-                f"{_change(best.byte_hops, base.byte_hops)}, step time "
-                f"{_change(best.step_time, fastest)}; not kept, being slower"
+                f"{_change(best.byte_hops, base.byte_hops)} the least baseline, step time "
+                f"{_change(best.step_time, fastest)} the fastest; not kept, being slower"
             )
     for name, rep in r.reports:
         lines.append(
