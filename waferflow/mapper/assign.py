@@ -108,15 +108,30 @@ def solve_assignment(problem: AssignProblem, options: SolveOptions | None = None
     bad = assignment_violations(problem, best)
     if bad:
         raise RuntimeError(f"internal error: invalid assignment: {bad[:3]}")
+    if wall_hit or wall_left() < 0:
+        techniques.append("wall-limit-hit(non-deterministic)")
+    cost, report = assignment_report(problem, best, bound, opts, t0, used, techniques)
+    return Assignment(best, cost, report)
+
+
+def assignment_report(
+    problem: AssignProblem,
+    best: tuple[int, ...],
+    bound: float,
+    options: SolveOptions,
+    t0: float,
+    used: float,
+    techniques: list[str],
+) -> tuple[float, SolveReport]:
+    """The cost of ``best`` and its report: the bound never exceeds the cost found, and
+    the status is OPTIMAL only within the gap limit."""
     cost = assignment_cost(problem, best)
     bound = min(bound, cost)
     gap = relative_gap(cost, bound)
-    if wall_hit or wall_left() < 0:
-        techniques.append("wall-limit-hit(non-deterministic)")
-    if opts.num_workers > 1:
-        techniques.append(f"parallel:{opts.num_workers}-workers(non-deterministic)")
+    if options.num_workers > 1:
+        techniques.append(f"parallel:{options.num_workers}-workers(non-deterministic)")
     report = SolveReport(
-        status=Status.OPTIMAL if gap <= opts.gap_limit else Status.FEASIBLE,
+        status=Status.OPTIMAL if gap <= options.gap_limit else Status.FEASIBLE,
         objective=cost,
         best_bound=bound,
         gap=gap,
@@ -125,4 +140,4 @@ def solve_assignment(problem: AssignProblem, options: SolveOptions | None = None
         techniques=tuple(techniques),
         view=assignment_view(problem.grid, best),
     )
-    return Assignment(best, cost, report)
+    return cost, report

@@ -34,7 +34,7 @@ import numpy as np
 from waferflow.errors import PlanError
 from waferflow.ir.plan import Plan
 from waferflow.ir.target.wafer import Topology, Wafer
-from waferflow.mapper.assign import DIRECT_LIMIT, solve_assignment
+from waferflow.mapper.assign import DIRECT_LIMIT, assignment_report, solve_assignment
 from waferflow.mapper.bounds import assignment_lower_bound
 from waferflow.mapper.cost import assignment_cost, assignment_violations
 from waferflow.mapper.cpsat import SolveOptions
@@ -47,7 +47,7 @@ from waferflow.mapper.problem import (
     Rect,
     fmt_bytes,
 )
-from waferflow.mapper.report import SolveReport, Status, assignment_view, relative_gap
+from waferflow.mapper.report import SolveReport
 from waferflow.mapper.routing import route
 from waferflow.mapper.tiling import (
     block_orders,
@@ -297,21 +297,7 @@ def refine_ranks(
         )
         used += dt
         techniques.append(f"lns:assignment(rounds={rounds},improved={better})")
-    cost = assignment_cost(problem, best)
-    bound = min(bound, cost)
-    gap = relative_gap(cost, bound)
-    if options.num_workers > 1:
-        techniques.append(f"parallel:{options.num_workers}-workers(non-deterministic)")
-    report = SolveReport(
-        status=Status.OPTIMAL if gap <= options.gap_limit else Status.FEASIBLE,
-        objective=cost,
-        best_bound=bound,
-        gap=gap,
-        wall_time=time.perf_counter() - t0,
-        deterministic_time=used,
-        techniques=tuple(techniques),
-        view=assignment_view(problem.grid, best),
-    )
+    _, report = assignment_report(problem, best, bound, options, t0, used, techniques)
     return best, report
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from waferflow.errors import PlanError
 from waferflow.ir.target.wafer import Wafer
+from waferflow.passes.lower_plan import snake_cores
 
 
 @dataclass(frozen=True)
@@ -65,12 +66,7 @@ class Layout:
 
 def snake(wafer: Wafer) -> list[int]:
     """Alive core ids in boustrophedon order (row 0 left to right, row 1 back, ...)."""
-    dead = wafer.dead_cores
-    out: list[int] = []
-    for r in range(wafer.rows):
-        cols = range(wafer.cols) if r % 2 == 0 else range(wafer.cols - 1, -1, -1)
-        out.extend(r * wafer.cols + c for c in cols if (r, c) not in dead)
-    return out
+    return snake_cores(wafer)
 
 
 def strip_layout(wafer: Wafer, pp: int, ranks: int, width: int) -> Layout:
