@@ -313,6 +313,8 @@ def compile(
             with _timed(timings, "place", progress):
                 placement = place_actors(actor_plan, w, options=_place_options(place_time, seed))
             actor_plan = placement.plan
+    if parallel is not None and parallel.wafer is not None:
+        w = parallel.wafer  # the view the plan runs on (the plan's span applied)
     return CompiledPlan(
         plan=actor_plan,
         wafer=w,
@@ -336,7 +338,7 @@ def _placement_method(place: str | None, plan: str | None) -> str:
 def _place_options(time_limit: float, seed: int) -> Any:
     from waferflow.passes.place_result import PlaceOptions
 
-    return PlaceOptions(time_limit=time_limit, seed=seed)
+    return PlaceOptions(time_limit=time_limit, seed=seed, require_fit=True)
 
 
 def check_resident_memory(plan: Plan, wafer: Wafer, top: int = 3) -> None:

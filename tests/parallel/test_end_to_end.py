@@ -13,7 +13,7 @@ from waferflow.parallel.driver import ParallelResult, ParallelState, clone_graph
 from waferflow.passes import PassContext, PassManager
 
 MESH = get_wafer("mesh16x16")
-PLAN = "dp=2,tp=4,pp=2,microbatches=4"
+PLAN = "dp=2,tp=4,pp=2,microbatches=4,span=1"  # one rank per core
 
 
 def test_gpt2_dp_tp_pp_with_microbatches(gpt2_tiny: Graph) -> None:
@@ -73,7 +73,7 @@ def test_passes_give_the_same_plan(gpt2_tiny: Graph) -> None:
 
 def test_dead_cores_are_skipped(llama_tiny: Graph) -> None:
     wafer = MESH.with_dead_cores(0.1, seed=3)
-    r = build_parallel_plan(llama_tiny, wafer, "dp=2,tp=2,pp=2,microbatches=2")
+    r = build_parallel_plan(llama_tiny, wafer, "dp=2,tp=2,pp=2,microbatches=2,span=1")
     used = {divmod(c, 16) for c in r.plan.cores}
     assert not used & set(wafer.dead_cores)
     assert simulate(r.plan, wafer).step_time_ps > 0

@@ -103,7 +103,7 @@ def test_ragged_coarse_nodes_are_not_usable() -> None:
     assert bridge.placement_grid(w).num_alive == 25
     # unless that leaves too few nodes
     assert bridge.usable_mask(w, need=30).all()
-    assert "coarsened 3x (6x6 nodes" in bridge.describe_view(w)
+    assert "mesh16x16@3x (6x6 nodes" in bridge.describe_view(w)
 
 
 def test_actor_problem_shares_cores_when_actors_outnumber_them() -> None:

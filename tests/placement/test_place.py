@@ -24,7 +24,7 @@ from waferflow.passes.place import (
 from waferflow.passes.route import RoutedPlan, routes_touch_dead
 
 FAST = PlaceOptions(time_limit=1.0)
-PIPE = "dp=1,tp=4,pp=4,microbatches=4"
+PIPE = "dp=1,tp=4,pp=4,microbatches=4,span=1"  # one rank per core
 
 
 def _baselines(r: PlacedResult) -> list:
@@ -68,7 +68,7 @@ def test_same_seed_gives_byte_identical_plans(gpt2_tiny: Graph) -> None:
 def test_one_percent_dead_cores_never_used_or_crossed(gpt2_tiny: Graph) -> None:
     w = get_wafer("mesh16x16").with_dead_cores(0.01, seed=7)
     assert len(w.dead_cores) == 3
-    r = place_parallel(gpt2_tiny, w, "dp=2,tp=2,pp=2,microbatches=2", options=FAST)
+    r = place_parallel(gpt2_tiny, w, "dp=2,tp=2,pp=2,microbatches=2,span=1", options=FAST)
     verify_plan(r.plan, w)  # no actor on a dead core
     dead = {w.core_id(c) for c in w.dead_cores}
     assert not dead & {a.core for a in r.plan.actors}
@@ -197,7 +197,7 @@ def test_floorplans_leave_the_weak_nodes_of_a_ragged_coarse_view_alone(gpt2_tiny
         if c.method.startswith("cp-sat floorplan"):
             assert "below" not in c.note
     assert not weak & {a.core for a in r.plan.actors}
-    assert "coarsened 3x (6x6 nodes" in str(r)
+    assert "mesh16x16@3x (6x6 nodes" in str(r)
 
 
 def test_the_summary_line_names_the_kept_placement(gpt2_tiny: Graph) -> None:

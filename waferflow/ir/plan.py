@@ -237,6 +237,12 @@ def _verify_acyclic(plan: Plan) -> None:
 
 
 def _verify_fits(plan: Plan, wafer: Wafer) -> None:
+    if plan.wafer_name != wafer.name and "@" in plan.wafer_name + wafer.name:
+        raise PlanError(
+            f"plan {plan.name!r} was made for wafer view {plan.wafer_name!r}, not "
+            f"{wafer.name!r}; run it on the view it was made for (CompiledPlan.wafer, "
+            "ParallelResult.wafer: a plan's span coarsens the wafer it is given)"
+        )
     ncores = wafer.rows * wafer.cols
     dead = wafer.dead_cores
     for i, a in enumerate(plan.actors):

@@ -119,12 +119,12 @@ def crop_grid(grid: Grid, box: Rect) -> Grid:
 
 
 def describe_view(wafer: Wafer) -> str:
-    """``'wse2 coarsened 16x (63x48 nodes of up to 16x16 cores)'`` or ``'mesh16x16 (16x16 cores)'``."""
+    """``'wse2@16x (63x48 nodes of up to 16x16 cores)'`` or ``'mesh16x16 (16x16 cores)'``."""
     k = wafer.coarsen_factor
     if k > 1:
         return (
-            f"{wafer.name} coarsened {k}x ({wafer.rows}x{wafer.cols} nodes of up to {k}x{k} "
-            "cores; a rank runs on a whole node)"
+            f"{wafer.name} ({wafer.rows}x{wafer.cols} nodes of up to {k}x{k} cores; a rank "
+            "runs on a whole node)"
         )
     return f"{wafer.name} ({wafer.rows}x{wafer.cols} cores)"
 

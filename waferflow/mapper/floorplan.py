@@ -19,6 +19,7 @@ bound, the sweep's bound and the solver's bounds.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import math
@@ -144,7 +145,9 @@ class _Search:
 
 def _heuristics(s: _Search, formulation: Formulation) -> None:
     if len(s.problem.groups) <= s.problem.grid.cols:  # else strips do not apply
-        s.offer(work_strips(s.problem).rects, "work-strips")
+        # no strip hint when the groups' memory needs more columns than the grid has
+        with contextlib.suppress(PlanError):
+            s.offer(work_strips(s.problem).rects, "work-strips")
     if formulation is Formulation.STRIPS:
         return
     for rects in shelf_layouts(s.problem):

@@ -9,7 +9,7 @@ stages), ``insert-collectives``, ``schedule`` (actors, per-core order),
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from waferflow.errors import PlanError
 from waferflow.ir.graph import Graph, Op, Value
@@ -28,6 +28,7 @@ from waferflow.parallel.plan_spec import (
     parse_plan,
 )
 from waferflow.parallel.propagate import ShardingResult, propagate
+from waferflow.parallel.span import SpanChoice, choose_span
 from waferflow.parallel.stages import StageAssignment, assign_stages, layer_modes
 
 
@@ -35,11 +36,12 @@ from waferflow.parallel.stages import StageAssignment, assign_stages, layer_mode
 class ParallelState:
     """What the parallel passes hand each other (through ``PassContext.results``)."""
 
-    plan: ParallelPlan
-    wafer: Wafer
+    plan: ParallelPlan  # span resolved
+    wafer: Wafer  # the view the plan runs on: the given wafer coarsened by the span
     batch: int
     sharding: ShardingResult
     stages: StageAssignment
+    span: SpanChoice | None = None
     collectives: list[InsertedCollective] | None = None
     layout: Layout | None = None
     program: Program | None = None
@@ -64,11 +66,14 @@ class ParallelResult:
     collectives: tuple[CollectiveRecord, ...]
     diagnostics: tuple[str, ...]
     model_flops: int  # FLOPs of the unsharded step (the graph's total)
+    wafer: Wafer | None = None  # the view the plan runs on (span applied)
+    span_note: str = ""  # how many nodes a rank runs on (``SpanChoice.describe``)
 
     def summary(self) -> str:
         lines = [
             f"parallel plan {self.spec}: {len(self.plan.actors)} actors on "
             f"{len(self.plan.cores)} cores, {len(self.plan.messages)} messages",
+            *([self.span_note] if self.span_note else []),
             self.memory.summary(),
         ]
         if self.collectives:
@@ -120,7 +125,16 @@ def batch_size(graph: Graph, plan: ParallelPlan) -> int:
 
 
 def parallelize(graph: Graph, wafer: Wafer, spec: ParallelPlan | str) -> ParallelState:
+    """Shardings and stages of ``spec`` on ``wafer``; the state's wafer is the view the
+    plan runs on (``wafer.coarsen(span)``, ``waferflow.parallel.span``)."""
     plan = parse_plan(spec)
+    if plan.num_ranks > wafer.num_alive:
+        raise PlanError(
+            f"plan {plan} needs {plan.num_ranks} cores ({plan.ranks_per_stage} per stage x "
+            f"pp={plan.pp}) but wafer {wafer.name!r} has {wafer.num_alive} alive cores"
+        )
+    span = choose_span(wafer, plan)
+    wafer, plan = span.view, replace(plan, span=span.span)
     if plan.num_ranks > wafer.num_alive:
         raise PlanError(
             f"plan {plan} needs {plan.num_ranks} cores ({plan.ranks_per_stage} per stage x "
@@ -132,7 +146,9 @@ def parallelize(graph: Graph, wafer: Wafer, spec: ParallelPlan | str) -> Paralle
     modes = layer_modes(graph, plan)
     sharding = propagate(graph, plan.mesh(), batch=batch, modes=modes)
     stages = assign_stages(graph, wafer, plan)
-    return ParallelState(plan, wafer, batch, sharding, stages, diagnostics=list(sharding.notes))
+    return ParallelState(
+        plan, wafer, batch, sharding, stages, span=span, diagnostics=list(sharding.notes)
+    )
 
 
 def schedule(graph: Graph, state: ParallelState, layout: Layout | None = None) -> Program:
@@ -207,6 +223,23 @@ def run_in_place(
     plan = lower(state)
     report = memory(state, check=check_memory)
     assert state.layout is not None
+    return make_result(
+        g, state, plan=plan, memory=report, layout=state.layout, records=state.records,
+        model_flops=model_flops,
+    )  # fmt: skip
+
+
+def make_result(
+    g: Graph,
+    state: ParallelState,
+    *,
+    plan: Plan,
+    memory: MemoryReport,
+    layout: Layout,
+    records: list[CollectiveRecord],
+    model_flops: int,
+) -> ParallelResult:
+    """The ``ParallelResult`` of a state whose plan is built (by the driver or ``place``)."""
     stage_of_op = {
         _op_name(op, i): s
         for i, op in enumerate(g.ops)
@@ -214,15 +247,17 @@ def run_in_place(
     }
     return ParallelResult(
         plan=plan,
-        memory=report,
+        memory=memory,
         spec=state.plan,
-        layout=state.layout,
+        layout=layout,
         graph=g,
         stage_of_op=stage_of_op,
         shardings={k: str(v) for k, v in state.sharding.values.items()},
-        collectives=tuple(state.records),
+        collectives=tuple(records),
         diagnostics=tuple(state.diagnostics),
         model_flops=model_flops,
+        wafer=state.wafer,
+        span_note=state.span.describe(state.plan.num_ranks) if state.span else "",
     )
 
 
@@ -237,6 +272,7 @@ __all__ = [
     "build_parallel_plan",
     "clone_graph",
     "lower",
+    "make_result",
     "memory",
     "parallelize",
     "run_in_place",

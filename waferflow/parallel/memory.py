@@ -141,7 +141,10 @@ def suggestions(
             ways.append("schedule=1f1b")
         ways.append("more micro-batches (smaller ones)")
         tips.append("for activations try " + ", ".join(ways))
-    tips.append("or plan on a coarser view of the wafer (--coarsen K: K x K cores per node)")
+    tips.append(
+        "or give each rank more of the wafer: fewer ranks (dp x tp x pp), or span=N for "
+        "N x N nodes per rank (span=auto, the default, takes the largest the ranks leave room for)"
+    )
     return tuple(tips)
 
 

@@ -18,7 +18,14 @@ Keys (``_`` and ``-`` are interchangeable; ``mb`` is short for ``microbatches``)
 ``ways``              degree of the per-layer pattern (the ranks of a stage)
 ``group``             actor granularity: ``module`` (default), ``layer`` or ``op``
 ``overlap``           ``true`` (default): interleave gradient reduction with the backward
+``span``              each rank runs on a ``span x span`` block of the wafer's nodes:
+                      ``auto`` (default; the largest block that leaves room for every
+                      rank, so the plan uses the whole wafer) or an integer >= 1
 ====================  ====================================================================
+
+``span`` is how a plan of a few hundred ranks uses a wafer of thousands of nodes: the
+plan is built on ``wafer.coarsen(span)``, whose node is one rank's block (its compute
+and SRAM pooled, as inside any coarse node). ``span=1`` is one node per rank.
 
 Only the plan's own consistency is checked here; whether it fits a model and a
 wafer is checked when it is applied (``waferflow.parallel.driver``).
@@ -70,6 +77,8 @@ class Granularity(Enum):
     LAYER = "layer"
 
 
+SPAN_AUTO = 0  # ``span=auto``: chosen from the wafer (``waferflow.parallel.span``)
+
 _ALIASES = {"mb": "microbatches", "m": "microbatches", "micro_batches": "microbatches"}
 
 
@@ -87,12 +96,15 @@ class ParallelPlan:
     ways: int = 1
     group: Granularity = Granularity.MODULE
     overlap: bool = True
+    span: int = SPAN_AUTO
 
     def __post_init__(self) -> None:
         for name in ("dp", "tp", "pp", "microbatches", "ways"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise PlanError(f"plan: {name} must be an integer >= 1, got {v!r}")
+        if isinstance(self.span, bool) or not isinstance(self.span, int) or self.span < 0:
+            raise PlanError(f"plan: span must be 'auto' or an integer >= 1, got {self.span!r}")
         bad = sorted(set(self.layers) - {m.value for m in LayerMode})
         if bad:
             raise PlanError(
@@ -131,7 +143,8 @@ class ParallelPlan:
         for f in fields(self):
             v = getattr(self, f.name)
             if v != f.default or f.name in ("dp", "tp", "pp", "microbatches"):
-                parts.append(f"{f.name.replace('_', '-')}={_spell(v)}")
+                text = "auto" if f.name == "span" and v == SPAN_AUTO else _spell(v)
+                parts.append(f"{f.name.replace('_', '-')}={text}")
         return ",".join(parts)
 
 
@@ -225,6 +238,8 @@ _FIELDS = {f.name: f for f in fields(ParallelPlan)}
 
 def _convert(key: str, raw: str, default: Any) -> Any:
     text = raw.strip()
+    if key.strip().lower() == "span" and text.lower() == "auto":
+        return SPAN_AUTO
     if isinstance(default, bool):
         low = text.lower()
         if low in ("1", "true", "yes", "on"):
@@ -236,7 +251,8 @@ def _convert(key: str, raw: str, default: Any) -> Any:
         try:
             return int(text)
         except ValueError:
-            raise PlanError(f"plan: {key}={raw!r} must be an integer") from None
+            what = "'auto' or an integer" if key.strip().lower() == "span" else "an integer"
+            raise PlanError(f"plan: {key}={raw!r} must be {what}") from None
     if isinstance(default, Enum):
         cls = type(default)
         try:
@@ -286,6 +302,7 @@ def plan_grid(
 
 
 __all__ = [
+    "SPAN_AUTO",
     "CollectiveAlgo",
     "GradReduce",
     "Granularity",

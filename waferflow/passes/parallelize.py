@@ -17,6 +17,7 @@ from waferflow.errors import PassError, PlanError
 from waferflow.ir.graph import Graph
 from waferflow.parallel.driver import parallelize
 from waferflow.parallel.plan_spec import (
+    SPAN_AUTO,
     CollectiveAlgo,
     GradReduce,
     Granularity,
@@ -46,6 +47,7 @@ class Parallelize(Pass):
     ways: int = option(1, "degree of the per-layer pattern")
     group: Granularity = option(Granularity.MODULE, "ops per actor: op, module or layer")
     overlap: bool = option(True, "interleave gradient reduction with the backward")
+    span: int = option(SPAN_AUTO, "each rank runs on span x span nodes (0: auto)")
     plan: str = option("", 'the whole plan as one string, e.g. "dp=2,tp=4" (overrides)')
 
     def spec(self) -> ParallelPlan:
@@ -63,6 +65,9 @@ class Parallelize(Pass):
     def apply(self, ctx: PassContext, graph: Graph) -> Graph:
         wafer = ctx.require_wafer(self.name)
         state = parallelize(graph, wafer, self.spec())
+        if state.span is not None and state.span.span > 1:
+            ctx.note(self.name, state.span.describe(state.plan.num_ranks))
+            ctx.wafer = state.wafer  # later passes work on the view the plan runs on
         for note in state.diagnostics:
             ctx.warn(self.name, note)
         ctx.put_result(self.name, state)

@@ -78,6 +78,7 @@ from waferflow.parallel.driver import (
     ParallelState,
     clone_graph,
     lower,
+    make_result,
     memory,
     parallelize,
     schedule,
@@ -85,7 +86,7 @@ from waferflow.parallel.driver import (
 from waferflow.parallel.insert import insert_collectives
 from waferflow.parallel.layout import Layout, strip_layout
 from waferflow.parallel.layout import snake as snake_walk
-from waferflow.parallel.memory import MemoryReport
+from waferflow.parallel.memory import MemoryReport, check_fits
 from waferflow.passes.base import Pass, PassContext, option
 from waferflow.passes.place_result import (
     BASELINES,
@@ -260,7 +261,11 @@ class _Parallel:
         a, b = bridge.block_shape(self.tp)
         blocks = (a, b) != (1, 1)
         part = share / 2 if blocks else share
-        fp = solve_floorplan(self.problem, self.opts.solve_options(part))
+        try:
+            fp = solve_floorplan(self.problem, self.opts.solve_options(part))
+        except PlanError as e:  # e.g. no rectangles fit: the baselines still stand
+            self.notes.append(f"cp-sat floorplan: {e}")
+            return
         self.reports.append(("floorplan", fp.report))
         try:
             rects = self.from_box(bridge.shrink_rects(self.problem, fp.rects))
@@ -277,7 +282,11 @@ class _Parallel:
         except PlanError as e:
             self.notes.append(f"{method}: not posed: {e}")
             return
-        fpb = solve_floorplan(cells, self.opts.solve_options(part, export=False))
+        try:
+            fpb = solve_floorplan(cells, self.opts.solve_options(part, export=False))
+        except PlanError as e:
+            self.notes.append(f"{method}: {e}")
+            return
         self.reports.append((f"floorplan ({a}x{b} blocks)", fpb.report))
         rects = self.from_box(bridge.shrink_rects(cells, fpb.rects), a, b)
         try:
@@ -311,6 +320,9 @@ def place_state(graph: Graph, state: ParallelState, options: PlaceOptions) -> Pl
     default = strip_layout(wafer, run.pp, run.ranks, run.tp)
     run.offer("strips (default)" if default.kind == "strips" else "snake (default)", default)
     assert run.flows is not None and run.best is not None
+    first = run.best[1].memory
+    if options.require_fit and any(c.peak_bytes > wafer.sram_bytes for c in first.cores):
+        check_fits(first)  # a rank that overflows a full node fits no placement: say so now
     if crossbar:
         run.notes.append(
             f"{wafer.name} is a crossbar: every pair of cores is one hop apart, so placement "
@@ -425,31 +437,13 @@ def _refine(run: _Parallel, options: PlaceOptions) -> None:
     run.offer("cp-sat + rank LNS", layout, note=f"from {source.method}")
 
 
-def _op_name(op: Any, i: int) -> str:
-    """An op's name as ``ParallelResult.stage_of_op`` spells it (as the driver does)."""
-    return op.results[0].name if op.results else f"{op.kind.value}#{i}"
-
-
 def _parallel_result(
     graph: Graph, state: ParallelState, plan: Plan, built: _Built
 ) -> ParallelResult:
-    stage_of_op = {
-        _op_name(op, i): s
-        for i, op in enumerate(graph.ops)
-        if (s := state.stages.stage_of.get(op)) is not None
-    }
-    return ParallelResult(
-        plan=plan,
-        memory=built.memory,
-        spec=state.plan,
-        layout=built.layout,
-        graph=graph,
-        stage_of_op=stage_of_op,
-        shardings={k: str(v) for k, v in state.sharding.values.items()},
-        collectives=tuple(built.records),
-        diagnostics=tuple(state.diagnostics),
-        model_flops=graph.total_cost().flops,
-    )
+    return make_result(
+        graph, state, plan=plan, memory=built.memory, layout=built.layout,
+        records=built.records, model_flops=graph.total_cost().flops,
+    )  # fmt: skip
 
 
 # --- one actor per op ---------------------------------------------------------------------------

@@ -34,7 +34,9 @@ class PlaceOptions:
     dead-core policy (default: obstacles with up to ``FEW_DEAD`` dead nodes, else idle).
     ``evaluate`` times candidates by the event simulation, the analytic estimate, or
     (``auto``) the simulation up to ``SIMULATE_LIMIT`` actors. ``route`` routes the kept
-    plan (``none``: leave routes to the simulator)."""
+    plan (``none``: leave routes to the simulator). ``require_fit`` refuses a plan one of
+    whose ranks needs more SRAM than a whole node before any solver runs (``compile``
+    sets it; ``place --compare`` still compares plans that do not fit)."""
 
     time_limit: float = 10.0
     seed: int = 0
@@ -46,6 +48,7 @@ class PlaceOptions:
     refine: bool = True
     baselines: tuple[str, ...] = BASELINES
     route: str = "xy"
+    require_fit: bool = False  # refuse early (PlanError) when a rank overflows a whole node
 
     def __post_init__(self) -> None:
         if not (isinstance(self.time_limit, int | float) and math.isfinite(self.time_limit)):

@@ -38,6 +38,8 @@ block of k x k cores becomes one node. What scales, and why:
   only partly usable keeps its full bandwidth (an approximation: the bandwidth
   counts the fine links crossing the cut, dead or alive). Fine links and dead links
   inside a block are not represented.
+* **name**: the view of ``wse2`` by 16 is named ``wse2@16x``, so a plan made for one
+  view is not run on another (``verify_plan`` compares the names when either is a view).
 * **composition**: ``coarsen_factor`` multiplies, and coarsening by a then by b is
   coarsening by a * b, ragged grids included: ceil(ceil(n / a) / b) = ceil(n / ab),
   the blocks nest (node i of the second view covers fine rows i*ab .. min((i+1)*ab, n)
@@ -79,6 +81,7 @@ def coarsen(w: Wafer, k: int) -> Wafer:
     kk = k * k
     coarse = dataclasses.replace(
         w,
+        name=view_name(w.name, factor),
         rows=rows,
         cols=cols,
         peak_flops=tuple((d, p * kk) for d, p in w.peak_flops),
@@ -99,6 +102,11 @@ def coarsen(w: Wafer, k: int) -> Wafer:
     coarse = dataclasses.replace(coarse, dead_cores=dead, partial_cores=partial)
     dead_links = _dead_coarse_links(w, coarse, k)
     return dataclasses.replace(coarse, dead_links=dead_links) if dead_links else coarse
+
+
+def view_name(name: str, factor: int) -> str:
+    """``wse2`` coarsened 16x is ``wse2@16x``; views of views name the product."""
+    return f"{name.split('@')[0]}@{factor}x"
 
 
 def _coarse_dies(w: Wafer, k: int) -> tuple[int, int, LinkSpec | None]:

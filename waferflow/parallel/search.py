@@ -1,0 +1,348 @@
+"""``--plan auto``: search the parallel plans of a traced step on a wafer.
+
+Two stages. A **rough screen** scores every candidate (dp x tp x pp x micro-batches x
+recompute, schedule 1f1b, span auto) in closed form, without building anything, and
+only orders them. An **exact check** then builds the best-ordered candidates
+(``build_parallel_plan``), takes their real memory report and the analytic step time
+(``backend_sim.analytic.estimate`` on the view the plan runs on) and keeps the
+fitting one with the smallest step. The screen never decides alone: a plan is kept
+only when its build fits.
+
+The rough model, per rank of a candidate (F = the step's FLOPs, P = peak FLOP/s of
+one node of the plan's view, i.e. of one rank's span x span block):
+
+* time = compute + communication. Compute: F * (4/3 with recompute: the forward
+  runs twice) / (dp * tp * pp) / P * (m + pp - 1) / m (the 1F1B pipeline bubble).
+  Communication, over the view's links (bandwidth ``B``, latency ``L``, one hop
+  between neighbouring ranks), with ``H`` the bytes of the residual stream (the most
+  common size among the values the backward reads: ``b x s x h`` in a transformer):
+  dp's ring all-reduce of the rank's share of the model's gradients G,
+  2 (dp - 1) / dp * G / (tp * pp) / B + 2 (dp - 1) L; tp's Megatron all-reduces,
+  one forward and one backward per pair of weighted matmuls of the stage (K / pp in
+  all), each 2 (tp - 1) / tp * H / dp / B + 2 (tp - 1) m L; pp's stage-boundary
+  sends, 2 (m + pp - 1) (H / (dp m) / B + L).
+  Collectives are not overlapped with compute (pessimistic for dp with overlap).
+* bytes = (weights + gradients + optimizer state of the whole model) / (tp * pp)
+  * 1.5 (stages are not even: the first / last hold embeddings and head)
+  + saved / (dp * tp * pp * m) * in-flight + inputs / dp, where ``saved`` is the
+  bytes of forward values read by the backward (what a micro-batch keeps between
+  its forward and backward), and in-flight is min(pp, m) micro-batches (1F1B keeps
+  at most pp on the first stage) or 1 with recompute (one micro-batch's activations
+  are rebuilt at a time; the small stage inputs kept per micro-batch are ignored).
+  Without a backward (inference) ``saved`` is every value the forward makes.
+  Dividing all activations by tp is optimistic (Megatron replicates layer norms and
+  residuals over tp).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from waferflow.backend_sim.analytic import estimate
+from waferflow.errors import PlanError
+from waferflow.ir.dtypes import DType
+from waferflow.ir.graph import Graph, Phase
+from waferflow.ir.opkind import MATMUL_LIKE, OpKind
+from waferflow.ir.target.wafer import Wafer
+from waferflow.parallel.driver import batch_size, build_parallel_plan, clone_graph, parallelize
+from waferflow.parallel.memory import fmt_bytes
+from waferflow.parallel.plan_spec import ParallelPlan
+from waferflow.parallel.span import SpanChoice, choose_span
+from waferflow.parallel.stages import param_of
+
+TP_CHOICES = (1, 2, 3, 4, 6, 8, 12, 16)
+PP_CHOICES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
+IMBALANCE = 1.5  # the fullest stage's share of the model state, over an even share
+RECOMPUTE_FLOPS = 4 / 3  # forward (1) + backward (2) + the forward again (1), over 3
+NOTE_CHARS = 90  # a build error is shortened to this in the table
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class ModelFigures:
+    """What the rough screen needs of the step, summed once over the graph."""
+
+    flops: int
+    dtype: DType  # the dtype doing most of the FLOPs
+    state_bytes: int  # weights + gradients + optimizer state
+    saved_bytes: int  # forward values the backward reads
+    grad_bytes: int
+    hidden_bytes: int  # the residual stream (the commonest size of a saved value)
+    weighted_matmuls: int  # forward matmuls reading a parameter
+    input_bytes: int
+    batch: int
+
+
+@dataclass(frozen=True)
+class SearchRow:
+    """One candidate: its rough figures, then (when built) the exact ones."""
+
+    plan: str
+    ranks: int
+    span: int
+    rough_seconds: float
+    rough_bytes: int
+    rough_fits: bool
+    built: bool = False
+    fits: bool | None = None
+    peak_bytes: int | None = None  # of the tightest core (largest need - have)
+    capacity_bytes: int = 0  # the tightest core's once built, else a view node's SRAM
+    step_seconds: float | None = None  # analytic estimate, for fitting builds
+    note: str = ""
+    kept: bool = False
+
+
+@dataclass(frozen=True)
+class PlanSearch:
+    """What ``search_plans`` kept, and every candidate it weighed."""
+
+    best: ParallelPlan  # span resolved (``ParallelResult.spec``)
+    rows: tuple[SearchRow, ...]  # every screened candidate, in screen order
+    screened: int
+    built: int  # builds attempted (a build that raised has a note and built=False)
+
+    @property
+    def kept(self) -> SearchRow:
+        return next(r for r in self.rows if r.kept)
+
+    def table(self, *, all_rows: bool = False) -> str:
+        """The built candidates (or every screened one) as aligned text; ``*`` marks
+        the kept plan."""
+        shown = [r for r in self.rows if all_rows or r.built]
+        head = ["", "plan", "ranks", "span", "rough ms", "rough mem", "need", "have", "ms/step",
+                "note"]  # fmt: skip
+        lines = [head]
+        for r in shown:
+            need = "-" if r.peak_bytes is None else fmt_bytes(r.peak_bytes)
+            step = "-" if r.step_seconds is None else f"{r.step_seconds * 1e3:.4g}"
+            note = r.note or ("fits" if r.fits else "does not fit" if r.built else "not built")
+            lines.append(["*" if r.kept else "", r.plan, str(r.ranks), str(r.span),
+                          f"{r.rough_seconds * 1e3:.4g}", fmt_bytes(r.rough_bytes), need,
+                          fmt_bytes(r.capacity_bytes), step, note])  # fmt: skip
+        widths = [max(len(x[i]) for x in lines) for i in range(len(head))]
+        out = ["  ".join(x.ljust(w) for x, w in zip(row, widths, strict=True)).rstrip()
+               for row in lines]  # fmt: skip
+        if len(shown) < len(self.rows):
+            out.append(f"({len(self.rows) - len(shown)} more screened, not built)")
+        return "\n".join(out)
+
+    def summary(self) -> str:
+        k = self.kept
+        step = "" if k.step_seconds is None else f" (estimated {k.step_seconds * 1e3:.4g} ms/step)"
+        return f"plan auto: kept {self.best}{step} of {self.screened} screened, {self.built} built"
+
+
+def search_plans(
+    graph: Graph,
+    wafer: Wafer,
+    *,
+    top: int = 4,
+    max_ranks: int | None = None,
+    progress: Progress | None = None,
+) -> PlanSearch:
+    """The fastest plan of ``graph`` on ``wafer`` that fits, among the candidates the
+    rough screen orders first (see the module docstring). Deterministic.
+
+    Raises ``PlanError`` when no candidate builds and fits, naming the closest ones'
+    needed vs available bytes."""
+    if top < 1:
+        raise PlanError(f"plan search: top={top} must be >= 1")
+    figs = model_figures(graph)
+    limit = wafer.num_alive if max_ranks is None else min(max_ranks, wafer.num_alive)
+    spans: dict[int, SpanChoice] = {}
+    rows: list[SearchRow] = []
+    for plan in candidates(graph, wafer, figs.batch, limit):
+        if plan.num_ranks not in spans:
+            spans[plan.num_ranks] = choose_span(wafer, plan)
+        rows.append(rough_row(plan, spans[plan.num_ranks], figs))
+    if not rows:
+        raise PlanError(
+            f"plan search: no candidate plan of @{graph.name} has at most {limit} ranks on "
+            f"{wafer.name!r}; use a bigger wafer or a finer view (a smaller --coarsen)"
+        )
+    rows.sort(key=lambda r: (not r.rough_fits, r.rough_seconds, r.ranks, r.plan))
+
+    best: tuple[float, int, str, int, ParallelPlan] | None = None
+    good = builds = 0
+    for i, row in enumerate(rows):
+        if good >= top or builds >= 3 * top:
+            break
+        builds += 1
+        if progress is not None:
+            progress(f"plan auto: building {row.plan} ({builds} of at most {3 * top})")
+        try:
+            res = build_parallel_plan(graph, wafer, row.plan, check_memory=False)
+        except PlanError as e:
+            rows[i] = replace(row, note=_shorten(str(e)))
+            continue
+        tight = max(res.memory.cores, key=lambda c: (c.overflow, -c.core))
+        done = replace(row, built=True, fits=res.memory.fits, peak_bytes=tight.peak_bytes,
+                       capacity_bytes=tight.capacity_bytes)  # fmt: skip
+        if done.fits:
+            assert res.wafer is not None
+            step = estimate(res.plan, res.wafer).step_time
+            done = replace(done, step_seconds=step)
+            good += 1
+            key = (step, row.ranks, row.plan, i, res.spec)
+            if best is None or key[:3] < best[:3]:
+                best = key
+        rows[i] = done
+    if best is None:
+        raise PlanError(_refusal(graph, wafer, rows))
+    rows[best[3]] = replace(rows[best[3]], kept=True)
+    return PlanSearch(best=best[4], rows=tuple(rows), screened=len(rows), built=builds)
+
+
+def model_figures(graph: Graph) -> ModelFigures:
+    """Sum the step's FLOPs and bytes by role (see the module docstring)."""
+    by_dtype: dict[DType, int] = {}
+    for op in graph.ops:
+        if op.results and op.cost.flops:
+            d = op.results[0].type.dtype
+            by_dtype[d] = by_dtype.get(d, 0) + op.cost.flops
+    dtype = min(by_dtype, key=lambda d: (-by_dtype[d], d.value)) if by_dtype else DType.F32
+    opt_ops = [op for op in graph.ops if op.phase is Phase.OPT]  # updates are plain ops
+    opt_state = {id(v): v.type.nbytes for op in opt_ops for v in op.operands
+                 if v.producer is not None and v.producer.kind is OpKind.BUFFER}  # fmt: skip
+    trained = {id(v): v.type.nbytes for op in opt_ops for v in op.operands
+               if v.producer is not None and v.producer.kind is OpKind.PARAM}  # fmt: skip
+    weights = sum(
+        op.results[0].type.nbytes
+        for op in graph.ops
+        if op.kind in (OpKind.PARAM, OpKind.BUFFER) and id(op.results[0]) not in opt_state
+    )
+    inputs = sum(r.type.nbytes for op in graph.ops if op.kind is OpKind.INPUT for r in op.results)
+    saved: dict[int, int] = {}
+    for op in graph.ops:
+        if op.phase is Phase.BWD:
+            for v in op.operands:
+                p = v.producer
+                if p is not None and p.phase is Phase.FWD and not p.is_source:
+                    saved[id(v)] = v.type.nbytes
+    if not opt_ops:  # inference: what a forward holds at once is bounded by all it makes
+        saved = {id(r): r.type.nbytes for op in graph.ops if not op.is_source for r in op.results}
+    counts: dict[int, int] = {}
+    for n in saved.values():
+        counts[n] = counts.get(n, 0) + 1
+    hidden = max(counts, key=lambda n: (counts[n], n)) if counts else 0
+    matmuls = sum(
+        1
+        for op in graph.ops
+        if op.phase is Phase.FWD
+        and op.kind in MATMUL_LIKE
+        and any(param_of(v) is not None for v in op.operands)
+    )
+    return ModelFigures(
+        flops=graph.total_cost().flops,
+        dtype=dtype,
+        state_bytes=weights + sum(trained.values()) + sum(opt_state.values()),
+        saved_bytes=sum(saved.values()),
+        grad_bytes=sum(trained.values()),
+        hidden_bytes=hidden,
+        weighted_matmuls=matmuls,
+        input_bytes=inputs,
+        batch=batch_size(graph, ParallelPlan()),
+    )
+
+
+def candidates(graph: Graph, wafer: Wafer, batch: int, limit: int) -> list[ParallelPlan]:
+    """Every plan the search scores, in a fixed order; tp and pp degrees the model
+    cannot take (a probe on one rank raises) are left out."""
+    tps = [t for t in TP_CHOICES if t <= limit and _takes(graph, wafer, ParallelPlan(tp=t))]
+    pps = [p for p in PP_CHOICES if p <= limit and _takes(graph, wafer, ParallelPlan(pp=p))]
+    out = []
+    for dp in _divisors(batch):
+        ms = _divisors(batch // dp)
+        for pp in pps:
+            chosen = _microbatches(ms, pp)
+            for tp in tps:
+                if dp * tp * pp > limit:
+                    continue
+                for m in chosen:
+                    for rc in (False, True):
+                        out.append(ParallelPlan(dp=dp, tp=tp, pp=pp, microbatches=m, recompute=rc))
+    return out
+
+
+def rough_row(plan: ParallelPlan, span: SpanChoice, figs: ModelFigures) -> SearchRow:
+    """The closed-form time and bytes of one rank of ``plan`` (module docstring)."""
+    dp, tp, pp, m = plan.dp, plan.tp, plan.pp, plan.microbatches
+    ranks = plan.num_ranks
+    flops = figs.flops * (RECOMPUTE_FLOPS if plan.recompute else 1.0)
+    seconds = flops / ranks / span.view.peak(figs.dtype) * (m + pp - 1) / m
+    bw, lat = span.view.link.bandwidth, span.view.link.latency
+    if dp > 1:
+        seconds += 2 * (dp - 1) / dp * figs.grad_bytes / (tp * pp) / bw + 2 * (dp - 1) * lat
+    if tp > 1:
+        per = 2 * (tp - 1) / tp * figs.hidden_bytes / dp / bw + 2 * (tp - 1) * m * lat
+        seconds += figs.weighted_matmuls / pp * per
+    if pp > 1:
+        seconds += 2 * (m + pp - 1) * (figs.hidden_bytes / (dp * m) / bw + lat)
+    inflight = 1 if plan.recompute else min(pp, m)
+    nbytes = (
+        figs.state_bytes / (tp * pp) * IMBALANCE
+        + figs.saved_bytes / (dp * tp * pp * m) * inflight
+        + figs.input_bytes / dp
+    )
+    have = span.view.sram_bytes
+    return SearchRow(
+        plan=str(plan), ranks=ranks, span=span.span, rough_seconds=seconds,
+        rough_bytes=math.ceil(nbytes), rough_fits=nbytes <= have, capacity_bytes=have,
+    )  # fmt: skip
+
+
+def _takes(graph: Graph, wafer: Wafer, plan: ParallelPlan) -> bool:
+    """Whether sharding and staging ``plan`` raise (tp not dividing heads, pp > layers)."""
+    try:
+        parallelize(clone_graph(graph), wafer, plan)
+    except PlanError:
+        return False
+    return True
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _microbatches(ms: list[int], pp: int) -> list[int]:
+    """At most two micro-batch counts: the smallest >= pp (none: the pipeline cannot
+    fill) and the smallest >= 2 pp (a smaller bubble), else the largest there is."""
+    first = next((m for m in ms if m >= pp), None)
+    if first is None:
+        return []
+    second = next((m for m in ms if m >= 2 * pp), ms[-1])
+    return sorted({first, second})
+
+
+def _shorten(text: str) -> str:
+    line = text.splitlines()[0] if text else ""
+    return line if len(line) <= NOTE_CHARS else line[: NOTE_CHARS - 3] + "..."
+
+
+def _refusal(graph: Graph, wafer: Wafer, rows: list[SearchRow]) -> str:
+    built = sorted(
+        (r for r in rows if r.built), key=lambda r: (r.peak_bytes or 0) - r.capacity_bytes
+    )
+    if built:
+        closest = [f"{r.plan} needs {fmt_bytes(r.peak_bytes or 0)} per core, has "
+                   f"{fmt_bytes(r.capacity_bytes)}" for r in built[:3]]  # fmt: skip
+        what = f"none of the {len(built)} plans built fits in SRAM; the closest: "
+    else:
+        near = sorted(rows, key=lambda r: (r.rough_bytes - r.capacity_bytes, r.plan))[:3]
+        closest = [f"{r.plan} needs ~{fmt_bytes(r.rough_bytes)} per core, has "
+                   f"{fmt_bytes(r.capacity_bytes)}" for r in near]  # fmt: skip
+        first = next((r.note for r in rows if r.note), "")
+        what = f"no candidate plan could be built ({first}); roughly the closest: "
+    return (
+        f"plan auto: no plan of @{graph.name} fits wafer {wafer.name!r}: {what}"
+        + "; ".join(closest)
+        + ". Try a coarser view of the wafer (--coarsen K), a bigger wafer, or a smaller "
+        "batch or sequence length"
+    )
+
+
+__all__ = ["ModelFigures", "PlanSearch", "SearchRow", "candidates", "model_figures",
+           "rough_row", "search_plans"]  # fmt: skip

@@ -1,0 +1,103 @@
+"""How many of the wafer's nodes one rank runs on: the plan's ``span``.
+
+A plan has ``dp x tp x pp`` ranks, typically tens to hundreds; a wafer view has
+thousands of nodes (``wse2`` coarsened 16x: 63 x 48). With one rank per node the
+plan would use a few percent of the wafer and each rank would hold its weights in
+one node's SRAM. With ``span = s`` each rank runs on an ``s x s`` block of nodes,
+which is exactly a node of ``wafer.coarsen(s)`` (views compose: coarsening by k then
+by s is coarsening by k * s), so the plan is built, placed and simulated on that
+view: a block pools the compute and SRAM of its cores and messages between blocks
+cross ``s`` times as many links, as in any coarse view (``ir/target/coarsen.py``).
+Traffic inside a block is not modelled, as inside any coarse node.
+
+``span=auto`` takes the largest ``s`` whose view still has ``HEADROOM`` times as many
+strong nodes (at least ``STRONG`` of a full node's cores: ragged edges and mostly dead
+blocks do not count) as the plan has ranks, so that a floorplan has room to shape
+each stage's rectangle; ``s = 1`` when even the given view is that tight.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from waferflow.errors import PlanError
+from waferflow.ir.target.parts import Topology
+from waferflow.ir.target.wafer import Wafer
+from waferflow.parallel.plan_spec import SPAN_AUTO, ParallelPlan
+
+HEADROOM = 1.1  # strong nodes per rank that span=auto keeps, at least
+STRONG = 0.75  # a node with less of a full node's cores does not count for span=auto
+
+
+@dataclass(frozen=True)
+class SpanChoice:
+    """The view a plan runs on: ``view = given.coarsen(span)``."""
+
+    span: int
+    view: Wafer
+    given: Wafer
+    auto: bool
+
+    def describe(self, ranks: int) -> str:
+        """One line for reports: what the span is and what it leaves of the wafer."""
+        how = "span=auto" if self.auto else f"span={self.span}"
+        g, v = self.given, self.view
+        if self.span == 1:
+            return (
+                f"{how}: one rank per node of the {g.rows}x{g.cols} view ({ranks} of "
+                f"{g.num_alive} nodes used)"
+            )
+        k = v.coarsen_factor
+        return (
+            f"{how}: each rank runs on {self.span}x{self.span} nodes of the {g.rows}x{g.cols} "
+            f"view, i.e. one node of the {v.rows}x{v.cols} view of {k}x{k} cores ({ranks} of "
+            f"{v.num_alive} blocks used); compute and SRAM pool over a block"
+        )
+
+
+def strong_nodes(wafer: Wafer) -> int:
+    """Alive nodes holding at least ``STRONG`` of a full node's cores."""
+    weak = sum(1 for c, _ in wafer.partial_cores if wafer.capacity(c) < STRONG)
+    return wafer.num_alive - weak
+
+
+def choose_span(wafer: Wafer, plan: ParallelPlan) -> SpanChoice:
+    """Resolve ``plan.span`` on ``wafer`` (see the module docstring)."""
+    ranks = plan.num_ranks
+    if plan.span != SPAN_AUTO:
+        return _explicit(wafer, plan.span, ranks)
+    if wafer.topology is Topology.CROSSBAR:
+        return SpanChoice(1, wafer, wafer, auto=True)
+    need = math.ceil(HEADROOM * ranks)
+    s = math.isqrt(max(1, strong_nodes(wafer) // max(1, need))) + 1  # ragged edges: try one up
+    while s > 1:
+        view = wafer.coarsen(s)
+        if strong_nodes(view) >= need:
+            return SpanChoice(s, view, wafer, auto=True)
+        s -= 1
+    return SpanChoice(1, wafer, wafer, auto=True)
+
+
+def _explicit(wafer: Wafer, s: int, ranks: int) -> SpanChoice:
+    if s == 1:
+        return SpanChoice(1, wafer, wafer, auto=False)
+    if wafer.topology is Topology.CROSSBAR:
+        raise PlanError(
+            f"span={s}: {wafer.name} is a crossbar, whose cores have no blocks; use span=1"
+        )
+    if s > min(wafer.rows, wafer.cols):
+        raise PlanError(
+            f"span={s} is larger than the {wafer.rows}x{wafer.cols} grid of {wafer.name}; "
+            "use a smaller span or span=auto"
+        )
+    view = wafer.coarsen(s)
+    if view.num_alive < ranks:
+        raise PlanError(
+            f"span={s} leaves {view.num_alive} blocks of {s}x{s} nodes on {wafer.name} but the "
+            f"plan has {ranks} ranks; use a smaller span or span=auto"
+        )
+    return SpanChoice(s, view, wafer, auto=False)
+
+
+__all__ = ["HEADROOM", "STRONG", "SpanChoice", "choose_span", "strong_nodes"]
