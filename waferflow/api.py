@@ -124,6 +124,7 @@ class CompiledPlan:
     notes: tuple[str, ...] = field(default=())
     parallel: Any = None  # waferflow.parallel.ParallelResult when a parallel plan was built
     placement: Any = None  # waferflow.passes.place_result.PlacedResult when CP-SAT placed it
+    search: Any = None  # waferflow.parallel.search.PlanSearch when the plan was "auto"
 
     @property
     def name(self) -> str:
@@ -246,7 +247,8 @@ def compile(
     ``"hf:gpt2"`` / ``"cnn:amcoda"`` / ``"path/file.py:factory"`` (then ``batch`` and
     ``seq`` size its inputs). ``wafer`` is a preset name, a TOML path or a ``Wafer``;
     ``coarsen=k`` plans on the k x k coarse view. ``passes`` overrides the pipeline.
-    ``plan`` is a parallel plan (``"dp=2,tp=4,pp=2,microbatches=4"``); ``place`` is
+    ``plan`` is a parallel plan (``"dp=2,tp=4,pp=2,microbatches=4"``) or ``"auto"``
+    (searched: ``waferflow.parallel.search``, kept in ``CompiledPlan.search``); ``place`` is
     ``"auto"`` (CP-SAT for parallel plans, the snake otherwise), ``"cpsat"`` or ``"none"``
     (the default strip layout), with ``place_time`` deterministic CP-SAT seconds and
     ``seed``: the same inputs and seed give the same plan, byte for byte.
@@ -283,6 +285,13 @@ def compile(
                 print(f"// -----// IR Dump After {pass_name} //----- //\n{text}", end="")
     parallel = None
     placement = None
+    search = None
+    if plan is not None and plan.strip().lower() == "auto":
+        from waferflow.parallel.search import search_plans
+
+        with _timed(timings, "plan search", progress):
+            search = search_plans(graph, w)  # PlanError when no candidate fits
+        plan = str(search.best)
     method = _placement_method(place, plan)
     if method not in ("cpsat", "none"):
         raise WaferflowError(f"place={place!r}: use 'auto', 'cpsat' or 'none'")
@@ -324,6 +333,7 @@ def compile(
         notes=tuple(str(d) for d in parallel.diagnostics) if parallel else (),
         parallel=parallel,
         placement=placement,
+        search=search,
     )
 
 

@@ -272,6 +272,9 @@ def cmd_compile(args: argparse.Namespace) -> int:
         print(summarize(compiled.graph))
     for note in compiled.notes:
         print(note)
+    if compiled.search is not None:
+        print(compiled.search.table())
+        print(compiled.search.summary())
     if compiled.placement is not None:
         print(compiled.placement)
     report = compiled.simulate()
@@ -361,7 +364,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--passes", help="override the pass pipeline")
     p.add_argument("--print-ir-after", action="append", metavar="PASS",
                    help="print the IR after this pass (repeatable)")  # fmt: skip
-    p.add_argument("--plan", help="parallel plan, e.g. 'dp=2,tp=4,pp=2,microbatches=4'")
+    p.add_argument(
+        "--plan",
+        help="parallel plan, e.g. 'dp=2,tp=4,pp=2,microbatches=4', or 'auto' "
+        "(searched: a closed-form screen, then the best few built and estimated)",
+    )
     p.add_argument("-o", "--output", metavar="PLAN.json", help="save the plan (with its wafer)")
     p.add_argument("--trace", metavar="TRACE.json", help="write a Chrome / Perfetto trace")
     p.add_argument("--png", metavar="PLACEMENT.png", help="draw the placement map (.png or .svg)")

@@ -14,6 +14,7 @@ from fractions import Fraction
 
 from waferflow.errors import ConfigError
 from waferflow.ir.dtypes import DType
+from waferflow.ir.opkind import MATMUL_LIKE
 from waferflow.ir.plan import Actor
 from waferflow.ir.target.wafer import Wafer
 
@@ -58,14 +59,34 @@ def peak_flops(wafer: Wafer, dtype: DType, core: int | None = None) -> float:
 
 def roofline_ps(actor: Actor, wafer: Wafer) -> int:
     """Roofline on the actor's core: ``max(flops / peak(dtype),
-    (bytes_read + bytes_written) / sram_bandwidth)``, rounded up to a picosecond."""
+    (bytes_read + bytes_written) / sram_bandwidth, node_network_ps)``, rounded up to a
+    picosecond (the last term only on a coarse view, see ``node_network_ps``)."""
     coord = divmod(actor.core, wafer.cols)
     t_flops = 0
     if actor.flops:
         t_flops = duration_ps(actor.flops, wafer.core_peak(coord, actor.dtype))
     nbytes = actor.bytes_read + actor.bytes_written
     t_mem = duration_ps(nbytes, wafer.core_sram_bandwidth(coord)) if nbytes else 0
-    return max(t_flops, t_mem)
+    return max(t_flops, t_mem, node_network_ps(actor, wafer))
+
+
+def node_network_ps(actor: Actor, wafer: Wafer) -> int:
+    """The traffic a matmul makes inside a node of a coarse view (0 on a fine wafer).
+
+    A node pools ``K x K`` cores (``K = wafer.coarsen_factor``). An elementwise op runs
+    on data each core already holds, but a matmul spread over the node needs, at each
+    core, a block row of one operand and a block column of the other (SUMMA-style):
+    ``(K - 1) / K**2`` of the operand bytes arrive at every core from its row and
+    column, over its two inbound fine links (one per operand) of bandwidth ``B / K``
+    (the coarse link ``B`` is K fine links). Per core, then, ``bytes_read * (K - 1) /
+    (2 K B)``: about the operands over twice the node's link. It is a floor (perfect
+    overlap with compute, hence the ``max`` in ``roofline_ps``); without it a coarse
+    node would move data for free and large nodes would look ever faster.
+    """
+    k = wafer.coarsen_factor
+    if k <= 1 or actor.op_kind not in MATMUL_LIKE or not actor.bytes_read:
+        return 0
+    return duration_ps(actor.bytes_read * (k - 1), 2 * k * wafer.link.bandwidth)
 
 
 def ideal_compute_ps(actor: Actor, wafer: Wafer) -> int:
@@ -130,6 +151,7 @@ __all__ = [
     "ComputeModel",
     "duration_ps",
     "ideal_compute_ps",
+    "node_network_ps",
     "packetize",
     "peak_flops",
     "ps_to_seconds",

@@ -11,8 +11,10 @@ only when its build fits.
 The rough model, per rank of a candidate (F = the step's FLOPs, P = peak FLOP/s of
 one node of the plan's view, i.e. of one rank's span x span block):
 
-* time = compute + communication. Compute: F * (4/3 with recompute: the forward
-  runs twice) / (dp * tp * pp) / P * (m + pp - 1) / m (the 1F1B pipeline bubble).
+* time = compute + communication. Compute: max(F * (4/3 with recompute: the forward
+  runs twice) / (dp * tp * pp) / P, the rank's share of the matmul operand bytes
+  moved inside its node, ``backend_sim.costs.node_network_ps``) * (m + pp - 1) / m
+  (the 1F1B pipeline bubble).
   Communication, over the view's links (bandwidth ``B``, latency ``L``, one hop
   between neighbouring ranks), with ``H`` the bytes of the residual stream (the most
   common size among the values the backward reads: ``b x s x h`` in a transformer):
@@ -74,6 +76,7 @@ class ModelFigures:
     weighted_matmuls: int  # forward matmuls reading a parameter
     input_bytes: int
     batch: int
+    matmul_read_bytes: int = 0  # operand bytes of every matmul (moved inside a node)
 
 
 @dataclass(frozen=True)
@@ -245,6 +248,7 @@ def model_figures(graph: Graph) -> ModelFigures:
         weighted_matmuls=matmuls,
         input_bytes=inputs,
         batch=batch_size(graph, ParallelPlan()),
+        matmul_read_bytes=sum(op.cost.bytes_read for op in graph.ops if op.kind in MATMUL_LIKE),
     )
 
 
@@ -272,8 +276,12 @@ def rough_row(plan: ParallelPlan, span: SpanChoice, figs: ModelFigures) -> Searc
     dp, tp, pp, m = plan.dp, plan.tp, plan.pp, plan.microbatches
     ranks = plan.num_ranks
     flops = figs.flops * (RECOMPUTE_FLOPS if plan.recompute else 1.0)
-    seconds = flops / ranks / span.view.peak(figs.dtype) * (m + pp - 1) / m
     bw, lat = span.view.link.bandwidth, span.view.link.latency
+    compute = flops / ranks / span.view.peak(figs.dtype)
+    k = span.view.coarsen_factor  # matmul operands cross a node (backend_sim.costs)
+    node = figs.matmul_read_bytes * (RECOMPUTE_FLOPS if plan.recompute else 1.0) / ranks
+    node *= (k - 1) / (2 * k * bw)
+    seconds = max(compute, node) * (m + pp - 1) / m
     if dp > 1:
         seconds += 2 * (dp - 1) / dp * figs.grad_bytes / (tp * pp) / bw + 2 * (dp - 1) * lat
     if tp > 1:
