@@ -55,6 +55,9 @@ class Report:
     plan: Plan
     wafer: Wafer
     timings: tuple[StepTiming, ...] = ()
+    # the static liveness of a recompute plan, when it fits (the simulator keeps every
+    # activation until its backward: it does not model recompute)
+    recompute_peak: int | None = None
 
     @property
     def step_time(self) -> float:
@@ -71,7 +74,14 @@ class Report:
 
     def summary(self) -> str:
         text = self.result.summary()
-        if not self.fits:
+        if not self.fits and self.recompute_peak is not None:
+            text += (
+                "\nnote: the simulated peak memory exceeds a core's SRAM because the "
+                "simulator keeps every activation until its backward (it does not model "
+                "recompute); the plan's liveness with recompute peaks at "
+                f"{human_bytes(self.recompute_peak)} per core, which fits"
+            )
+        elif not self.fits:
             text += (
                 "\nWARNING: the simulated peak memory exceeds a core's SRAM; this step "
                 "time assumes memory the wafer does not have"
@@ -135,7 +145,11 @@ class CompiledPlan:
         start = time.perf_counter()
         result = simulate(self.plan, self.wafer)
         took = StepTiming("simulate", time.perf_counter() - start)
-        return Report(result, self.plan, self.wafer, (*self.timings, took))
+        par = self.parallel
+        peak = None
+        if par is not None and par.spec.recompute and par.memory.fits:
+            peak = par.memory.peak_bytes
+        return Report(result, self.plan, self.wafer, (*self.timings, took), peak)
 
     def estimate(self) -> Any:
         """The analytical estimate (no link contention): fast, for search."""
