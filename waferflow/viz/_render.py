@@ -8,6 +8,7 @@ needs closing), and the user's chosen backend is left alone.
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -169,6 +170,16 @@ def max_pool(values: np.ndarray, limit: int = MAX_IMAGE_PIXELS) -> tuple[np.ndar
     blocks = padded.reshape((rows + pr) // k, k, (cols + pc) // k, k)
     filled = np.where(np.isnan(blocks), -np.inf, blocks).max(axis=(1, 3))
     return np.where(np.isneginf(filled), np.nan, filled), k
+
+
+def set_title(ax: Axes, text: str, *, fontsize: float = 9, **kw: object) -> None:
+    """A title whose long lines wrap to the figure's width, so none is clipped."""
+    fig = ax.get_figure()
+    # the title is centred on the axes: wrap at the axes' width (characters ~0.6 em)
+    inches = fig.get_size_inches()[0] * ax.get_position().width if fig is not None else 5.0
+    width = max(30, int(inches * 72 / (0.6 * fontsize)))
+    lines = [w for line in text.split("\n") for w in (textwrap.wrap(line, width) or [""])]
+    ax.set_title("\n".join(lines), fontsize=fontsize, **kw)  # type: ignore[arg-type]
 
 
 def shorten(name: str, width: int = 28) -> str:

@@ -106,7 +106,8 @@ def plot_links(
     stats = (
         f"max {busy.max():.0%}, mean of busy {busy.mean():.0%}" if busy.size else "all links idle"
     )
-    ax.set_title(
+    R.set_title(
+        ax,
         f"{view.title}\n{len(view.links)} link directions ({int(arr.d2d.sum())} die-to-die), "
         f"{stats}\n{note}",
         fontsize=9,

@@ -95,7 +95,8 @@ def plot_memory(
     peak = f"peak {live.max():.0%}, mean {live.mean():.0%}" if live.size else "no live cores"
     pooled_note = f"; pixel = max of {k}x{k} cores" if k > 1 else ""
     over_note = f"{n_over} core{'s' if n_over != 1 else ''} OVER capacity" if n_over else "all fit"
-    ax.set_title(
+    R.set_title(
+        ax,
         f"{view.title}\n{peak} of {R.format_bytes(view.capacity_bytes)} per core; "
         f"{over_note}{pooled_note}",
         fontsize=9,

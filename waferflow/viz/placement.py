@@ -92,7 +92,8 @@ def plot_placement(
             title_fontsize=8,
         )
     note = "" if small else "  (image view)"
-    ax.set_title(
+    R.set_title(
+        ax,
         f"{view.title}\n{rows}x{cols} cores, {len(used)} of {len(view.labels)} labels placed, "
         f"{int(dead.sum())} dead{note}",
         fontsize=9,

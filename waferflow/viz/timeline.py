@@ -157,7 +157,7 @@ def plot_timeline(
     ax.grid(axis="x", color="#dddddd", lw=0.5, zorder=-1)
     ax.set_axisbelow(True)
     note = f", busiest {n} of {n_all} tracks shown" if n < n_all else f", {n} tracks"
-    ax.set_title(f"{view.title}\nstep {R.format_time(view.step_time_s)}{note}", fontsize=9)
+    R.set_title(ax, f"{view.title}\nstep {R.format_time(view.step_time_s)}{note}", fontsize=9)
     fig.legend(
         handles=handles,
         loc="outside lower center",
