@@ -15,7 +15,7 @@ from waferflow.ir.target import get_wafer
 from waferflow.parallel import build_parallel_plan
 from waferflow.parallel import search as search_mod
 from waferflow.parallel.plan_spec import SPAN_AUTO, parse_plan
-from waferflow.parallel.search import PlanSearch, SearchRow, search_plans
+from waferflow.parallel.search import PlanSearch, SearchRow, model_figures, search_plans
 
 
 @pytest.fixture(scope="module")
@@ -74,13 +74,19 @@ def test_max_ranks_bounds_every_candidate(gpt2_tiny: Graph) -> None:
 
 
 def test_wafer_too_small_is_refused_with_need_and_have(gpt2_tiny: Graph) -> None:
-    tiny = replace(get_wafer("mesh4x4"), sram_bytes=1024)
+    small = replace(get_wafer("mesh4x4"), sram_bytes=128 * 1024)  # 2 MiB in all
+    assert model_figures(gpt2_tiny).state_bytes < small.total_sram()
     with pytest.raises(PlanError) as info:
-        search_plans(gpt2_tiny, tiny, top=1)
+        search_plans(gpt2_tiny, small, top=1)
     msg = str(info.value)
-    assert "does not fit" in msg or "fits" in msg
-    assert "needs" in msg and "has 1.00 KiB" in msg
-    assert "coarser view" in msg
+    assert "fits in SRAM" in msg and "needs" in msg and "has 128.00 KiB" in msg
+    assert "bigger wafer" in msg
+
+
+def test_model_state_beyond_the_whole_wafer_is_refused_before_building(gpt2_tiny: Graph) -> None:
+    tiny = replace(get_wafer("mesh4x4"), sram_bytes=1024)
+    with pytest.raises(PlanError, match="more than all the SRAM of 'mesh4x4'"):
+        search_plans(gpt2_tiny, tiny, top=1)
 
 
 def test_rough_screen_never_decides_alone(

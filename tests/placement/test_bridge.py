@@ -106,6 +106,14 @@ def test_ragged_coarse_nodes_are_not_usable() -> None:
     assert "mesh16x16@3x (6x6 nodes" in bridge.describe_view(w)
 
 
+def test_full_nodes_first_then_nearly_full_then_three_quarters() -> None:
+    # 15 x 16 cores by 4: node rows 0-2 are full, row 3 holds 3 of its 4 fine rows (75%)
+    w = dataclasses.replace(get_wafer("mesh16x16"), rows=15).coarsen(4)
+    assert w.capacity((3, 0)) == 0.75
+    assert bridge.usable_mask(w, need=12)[:3].all() and not bridge.usable_mask(w, need=12)[3].any()
+    assert bridge.usable_mask(w, need=13).all()  # 12 full nodes are too few: take the 75% row
+
+
 def test_actor_problem_shares_cores_when_actors_outnumber_them() -> None:
     w = get_wafer("mesh4x4")
     plan = _plan([*range(16), 0, 1], [(i, i + 1, 8) for i in range(17)])

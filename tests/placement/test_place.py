@@ -191,11 +191,11 @@ def test_dead_cores_that_cut_the_mesh_apart_are_reported_with_the_islands(
 def test_floorplans_leave_the_weak_nodes_of_a_ragged_coarse_view_alone(gpt2_tiny: Graph) -> None:
     w = get_wafer("mesh16x16").coarsen(3)  # 6 x 6 nodes: the last row and column hold 1/3
     r = place_parallel(gpt2_tiny, w, PIPE, options=FAST)
-    assert "below 75%" in r.candidate("snake").note
+    assert "partial nodes the floorplan leaves out" in r.candidate("snake").note
     weak = {w.core_id(c) for c, _ in w.partial_cores}
     for c in r.candidates:
         if c.method.startswith("cp-sat floorplan"):
-            assert "below" not in c.note
+            assert "partial nodes" not in c.note
     assert not weak & {a.core for a in r.plan.actors}
     assert "mesh16x16@3x (6x6 nodes" in str(r)
 

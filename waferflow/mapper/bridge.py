@@ -58,27 +58,31 @@ from waferflow.mapper.tiling import (
 )
 
 MIN_CAPACITY = 0.75  # a node with less of a full node's cores is not given a rank
+CAPACITY_TIERS = (1.0, 0.95, MIN_CAPACITY)  # tried in turn by ``usable_mask``
 
 
 # --- the wafer as a grid ----------------------------------------------------------------
 
 
 def usable_mask(wafer: Wafer, need: int = 0) -> np.ndarray:
-    """``mask[row, col]``: alive and (on a coarse view) at least ``MIN_CAPACITY`` of a
-    full node. Falls back to plain aliveness when dropping weak nodes would leave fewer
-    than ``need`` nodes or cut the mesh apart (routes may still cross them, but a
-    ``Grid`` must be connected)."""
+    """``mask[row, col]``: the alive nodes a rank may be given. On a coarse view, the
+    strongest tier of ``CAPACITY_TIERS`` that still leaves ``need`` nodes and a
+    connected mesh: full nodes first, since a rank on a node with 75% of the cores runs
+    its tensor-parallel group (which waits for its slowest rank) 33% slower; else
+    nodes with at least 95%, then ``MIN_CAPACITY`` of a full node; else every alive
+    node. (Routes may still cross the nodes left out; a ``Grid`` must be connected.)"""
     alive = np.ones((wafer.rows, wafer.cols), dtype=bool)
     for r, c in wafer.dead_cores:
         alive[r, c] = False
-    strong = alive.copy()
-    for (r, c), _ in wafer.partial_cores:
-        if wafer.capacity((r, c)) < MIN_CAPACITY:
-            strong[r, c] = False
-    if strong.sum() == alive.sum() or strong.sum() < max(need, 1):
-        return alive
-    if len(grid_from_mask(wafer, strong).islands()) == 1:
-        return strong
+    for tier in CAPACITY_TIERS:
+        strong = alive.copy()
+        for (r, c), _ in wafer.partial_cores:
+            if wafer.capacity((r, c)) < tier:
+                strong[r, c] = False
+        if strong.sum() == alive.sum():
+            return alive
+        if strong.sum() >= max(need, 1) and len(grid_from_mask(wafer, strong).islands()) == 1:
+            return strong
     return alive
 
 

@@ -154,6 +154,13 @@ def search_plans(
     if top < 1:
         raise PlanError(f"plan search: top={top} must be >= 1")
     figs = model_figures(graph)
+    if figs.state_bytes > wafer.total_sram():
+        raise PlanError(
+            f"plan auto: @{graph.name}'s weights, gradients and optimizer state alone take "
+            f"{fmt_bytes(figs.state_bytes)}, more than all the SRAM of {wafer.name!r} "
+            f"({fmt_bytes(wafer.total_sram())}); no plan can fit: use a bigger wafer, "
+            "--mode infer, or a smaller model"
+        )
     limit = wafer.num_alive if max_ranks is None else min(max_ranks, wafer.num_alive)
     spans: dict[int, SpanChoice] = {}
     rows: list[SearchRow] = []
@@ -347,8 +354,8 @@ def _refusal(graph: Graph, wafer: Wafer, rows: list[SearchRow]) -> str:
     return (
         f"plan auto: no plan of @{graph.name} fits wafer {wafer.name!r}: {what}"
         + "; ".join(closest)
-        + ". Try a coarser view of the wafer (--coarsen K), a bigger wafer, or a smaller "
-        "batch or sequence length"
+        + ". Try a bigger wafer, a smaller batch or sequence length, or recompute=true "
+        "with an explicit plan of more ranks"
     )
 
 

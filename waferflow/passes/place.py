@@ -24,7 +24,8 @@ comparison table, ``summary()`` one line):
     work-proportional strips (tiled like the CP-SAT floorplans).
 
   Floorplans are posed on the usable part of the wafer: coarse nodes holding less
-  than ``bridge.MIN_CAPACITY`` of a node (a ragged edge) get no rank from them. Every
+  than a full node (a ragged edge; see ``bridge.usable_mask`` for the tiers) get no
+  rank from them when the rest leaves room. Every
   candidate is lowered, memory-planned and timed (simulated; estimated above
   ``SIMULATE_LIMIT`` actors); the kept plan is the fastest that fits (the fastest
   overall when none fits), so it is never slower than the best baseline.
@@ -193,7 +194,7 @@ class _Parallel:
         weak = sum(1 for c in flat if not self.usable[c // cols, c % cols])
         if weak:
             note = "; ".join(
-                x for x in (note, f"{weak} rank(s) on nodes below {bridge.MIN_CAPACITY:.0%}") if x
+                x for x in (note, f"{weak} rank(s) on partial nodes the floorplan leaves out") if x
             )
         idx = len(self.candidates)
         self.candidates.append(
