@@ -356,27 +356,30 @@ def place_state(graph: Graph, state: ParallelState, options: PlaceOptions) -> Pl
         f", its usable {g.rows}x{g.cols} part at {(run.box.row, run.box.col)}"
     )  # fmt: skip
     names = {name for name, _ in run.reports}
+    on = wafer.name  # the title describes the view in full
     decisions = []
     if "floorplan" in names:
-        decisions.append(f"floorplan (a rectangle per stage): CP-SAT on {view}{part}")
+        decisions.append(f"floorplan (a rectangle per stage): CP-SAT on {on}{part}")
     a, b = bridge.block_shape(run.tp)
     if f"floorplan ({a}x{b} blocks)" in names:
         decisions.append(
             f"floorplan on blocks: CP-SAT on {g.rows // a}x{g.cols // b} cells of {a}x{b} "
-            f"nodes (one tensor-parallel group each) of {view}"
+            f"nodes of {on} (one tensor-parallel group each)"
         )
     if len(run.candidates) > 1:
         decisions.append(
-            f"tiling (ranks in each rectangle, tensor-parallel groups as blocks): on {view}"
+            f"tiling (ranks in each rectangle, tensor-parallel groups as blocks): on {on}"
         )
     if "ranks" in names:
-        decisions.append(f"rank refinement (swap descent + CP-SAT LNS over the ranks): on {view}")
+        decisions.append(f"rank refinement (swap descent + CP-SAT LNS over the ranks): on {on}")
     if options.route != "none":
-        decisions.append(f"routes ({options.route}): on {view}")
+        decisions.append(f"routes ({options.route}): on {on}")
     if wafer.coarsen_factor > 1:
+        k = wafer.coarsen_factor
         decisions.append(
-            f"inside a node: its {wafer.coarsen_factor}x{wafer.coarsen_factor} cores pool compute "
-            "and SRAM (the coarse model); they are not placed one by one"
+            f"inside a node: its {k}x{k} cores pool compute and SRAM and are not placed one by "
+            f"one; each matmul spreads over them as a {k}x{k} block grid whose operand "
+            "traffic is priced (backend_sim.costs.node_network_ps)"
         )
     decisions += run.notes
     spec = state.plan
