@@ -42,9 +42,10 @@ def peak_memory(
     """Peak bytes per local core: resident ``mem_bytes`` of its actors for the whole
     step, plus live buffers. An actor's output buffer (``out_bytes``) lives from its
     start until it has ended, every remote output message has been delivered and every
-    consumer on the same core has ended. A remote message occupies ``bytes`` on the
-    destination core from the start of its data until its consumer ends. At equal
-    times, frees come before allocations."""
+    consumer on the same core has ended, except a consumer that recomputes it (a local
+    message with ``holds=False``): the value then lives again while that consumer runs.
+    A remote message occupies ``bytes`` on the destination core from the start of its
+    data until its consumer ends. At equal times, frees come before allocations."""
     n_core = len(p.cores)
     resident = [0] * n_core
     deltas: list[list[tuple[int, int]]] = [[] for _ in range(n_core)]
@@ -55,7 +56,12 @@ def peak_memory(
         if a.out_bytes:
             t_free = end[a.id]
             for m in p.out_msgs[a.id]:
-                t = end[p.msg_dst[m]] if p.msg_local[m] else arrive[m]
+                dst = p.msg_dst[m]
+                if p.msg_local[m] and not plan.messages[m].holds:
+                    deltas[ci].append((start[dst], a.out_bytes))  # recomputed for dst
+                    deltas[ci].append((end[dst], -a.out_bytes))
+                    continue
+                t = end[dst] if p.msg_local[m] else arrive[m]
                 if t > t_free:
                     t_free = t
             deltas[ci].append((start[a.id], a.out_bytes))

@@ -54,13 +54,17 @@ class Message:
     """``bytes`` from ``src_actor`` to ``dst_actor``, sent when the source finishes.
 
     ``route`` is the sequence of core ids visited, endpoints included; ``None`` means
-    the simulator's default routing (dimension-order with detours)."""
+    the simulator's default routing (dimension-order with detours). ``holds`` is False
+    when the consumer recomputes the value instead of reading the producer's buffer
+    (activation recompute): the producer's buffer is then not kept for it (JSON writes
+    the field only when False)."""
 
     id: int
     src_actor: int
     dst_actor: int
     bytes: int
     route: tuple[int, ...] | None = None
+    holds: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -296,6 +300,7 @@ def _message_doc(m: Message) -> dict[str, Any]:
         "dst_actor": m.dst_actor,
         "bytes": m.bytes,
         "route": None if m.route is None else list(m.route),
+        **({} if m.holds else {"holds": False}),
     }
 
 
@@ -446,6 +451,7 @@ def _message_from(d: Any, where: str, source: str) -> Message:
         dst_actor=_field(d, "dst_actor", int, source, where),
         bytes=_field(d, "bytes", int, source, where),
         route=None if route is None else tuple(route),
+        holds=_field(d, "holds", bool, source, where, default=True),
     )
 
 

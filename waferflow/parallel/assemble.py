@@ -98,7 +98,7 @@ class _Assembler:
         self.cache = ScheduleCache(wafer, algo)
         self.acts: list[_A] = []
         self.meta: list[ActorMeta] = []
-        self.msgs: list[tuple[int, int, int]] = []
+        self.msgs: list[tuple[int, int, int, bool]] = []  # src, dst, bytes, holds
         self.compute_id: list[int] = []
         # per collective instance: per member: its step actors, and its final actor
         self.coll_steps: dict[int, list[list[int]]] = {}
@@ -120,7 +120,7 @@ class _Assembler:
         actors = [
             Actor(id=i, **{k: getattr(a, k) for k in _FIELDS}) for i, a in enumerate(self.acts)
         ]
-        messages = [Message(i, s, d, b) for i, (s, d, b) in enumerate(self.msgs)]
+        messages = [Message(i, s, d, b, holds=h) for i, (s, d, b, h) in enumerate(self.msgs)]
         notes = [f"parallel plan {self.p.plan} of @{self.p.graph.name}",
                  f"layout: {self.p.layout.kind}"]  # fmt: skip
         plan = Plan.build(
@@ -278,7 +278,7 @@ class _Assembler:
             entries,
             lambda i, j, got, red: new(i, f"t{j}", got, red),
             lambda i: new(i, "start", 0, 0),
-            lambda s, d, b: self.msgs.append((s, d, b)),
+            lambda s, d, b: self.msgs.append((s, d, b, True)),
         )
         for member, rank in enumerate(ci.ranks):
             if not steps[member]:
@@ -290,7 +290,7 @@ class _Assembler:
                     cat = "gradients" if r.name in p.gradients else "activations"
                     self.meta[f].produces.append(((r.name, rank, ci.instance), nbytes, cat))
             for src, _ in deps[member]:
-                self.msgs.append((src, steps[member][0], 0))
+                self.msgs.append((src, steps[member][0], 0, True))
         self.coll_steps[index] = steps
         self.coll_final[index] = final
 
@@ -382,6 +382,7 @@ class _Assembler:
         sent: set[tuple[int, str, int]] = set()
         local: set[tuple[int, int]] = set()
         core_of = [a.core for a in self.acts]
+        recompute = self.p.plan.recompute
         for core in sorted(order):
             for aid in order[core]:
                 spec = spec_of.get(aid)
@@ -405,10 +406,17 @@ class _Assembler:
                                 meta.received.setdefault(key, nbytes)
                                 if (src, key[0], core) not in sent:
                                     sent.add((src, key[0], core))
-                                    self.msgs.append((src, aid, nbytes))
+                                    self.msgs.append((src, aid, nbytes, True))
                             elif (src, aid) not in local:
                                 local.add((src, aid))
-                                self.msgs.append((src, aid, 0))
+                                # with recompute a backward actor rebuilds the forward
+                                # values it reads: the forward buffer is not kept for it
+                                holds = not (
+                                    recompute
+                                    and self.meta[src].block.startswith("F")
+                                    and meta.block.startswith("B")
+                                )
+                                self.msgs.append((src, aid, 0, holds))
 
     def _residency(self, order: dict[int, list[int]]) -> None:
         spec_of = {aid: spec for spec, aid in zip(self.p.actors, self.compute_id, strict=True)}

@@ -31,7 +31,9 @@ one node of the plan's view, i.e. of one rank's span x span block):
   its forward and backward), and in-flight is min(pp, m) micro-batches (1F1B keeps
   at most pp on the first stage) or 1 with recompute (one micro-batch's activations
   are rebuilt at a time; the small stage inputs kept per micro-batch are ignored).
-  Without a backward (inference) ``saved`` is every value the forward makes.
+  Without a backward (inference) nothing is kept for a backward: ``saved`` is
+  ``INFER_LIVE`` times the largest value the forward makes (what one op reads and
+  writes at a time, with a margin), and ``H`` comes from every forward value.
   Dividing all activations by tp is optimistic (Megatron replicates layer norms and
   residuals over tp).
 """
@@ -58,6 +60,7 @@ TP_CHOICES = (1, 2, 3, 4, 6, 8, 12, 16)
 PP_CHOICES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
 IMBALANCE = 1.5  # the fullest stage's share of the model state, over an even share
 RECOMPUTE_FLOPS = 4 / 3  # forward (1) + backward (2) + the forward again (1), over 3
+INFER_LIVE = 4  # inference: values live at once, in units of the largest
 NOTE_CHARS = 90  # a build error is shortened to this in the table
 
 Progress = Callable[[str], None]
@@ -249,7 +252,8 @@ def model_figures(graph: Graph) -> ModelFigures:
         flops=graph.total_cost().flops,
         dtype=dtype,
         state_bytes=weights + sum(trained.values()) + sum(opt_state.values()),
-        saved_bytes=sum(saved.values()),
+        # inference keeps no activations for a backward: a few values live at once
+        saved_bytes=sum(saved.values()) if opt_ops else INFER_LIVE * max(saved.values(), default=0),
         grad_bytes=sum(trained.values()),
         hidden_bytes=hidden,
         weighted_matmuls=matmuls,

@@ -229,7 +229,7 @@ def route_plan(plan: Plan, wafer: Wafer, *, order: str = "xy") -> tuple[Plan, Li
             if alt_rep.max_busy_s < rep.max_busy_s:
                 routes, rep = alt, _with_note(alt_rep, f"balanced greedy lost to pure {pure}")
     messages = tuple(
-        Message(m.id, m.src_actor, m.dst_actor, m.bytes, path)
+        Message(m.id, m.src_actor, m.dst_actor, m.bytes, path, m.holds)
         for m, path in zip(plan.messages, routes, strict=True)
     )
     note = f"routes: {order}, busiest link {rep.max_busy_s * 1e6:.3f} us"
