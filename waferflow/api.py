@@ -247,6 +247,7 @@ def compile(
     loss_fn: Callable[..., Any] | None = None,
     batch: int | None = None,
     seq: int | None = None,
+    dtype: str | None = None,
     name: str | None = None,
     place: str | None = "auto",
     place_time: float = 10.0,
@@ -259,7 +260,7 @@ def compile(
 
     ``model`` is an ``nn.Module`` (with ``example_inputs``) or a zoo name such as
     ``"hf:gpt2"`` / ``"cnn:amcoda"`` / ``"path/file.py:factory"`` (then ``batch`` and
-    ``seq`` size its inputs). ``wafer`` is a preset name, a TOML path or a ``Wafer``;
+    ``seq`` size its inputs; ``dtype`` ``"bf16"`` / ``"f16"`` casts it). ``wafer`` is a preset name, a TOML path or a ``Wafer``;
     ``coarsen=k`` plans on the k x k coarse view. ``passes`` overrides the pipeline.
     ``plan`` is a parallel plan (``"dp=2,tp=4,pp=2,microbatches=4"``) or ``"auto"``
     (searched: ``waferflow.parallel.search``, kept in ``CompiledPlan.search``); ``place`` is
@@ -274,7 +275,7 @@ def compile(
     pipeline = parse_pipeline(passes or DEFAULT_PIPELINE)  # bad pipelines fail before tracing
     with _timed(timings, "trace", progress):
         if isinstance(model, str | Path):
-            bundle = load_model(str(model), batch=batch, seq=seq)
+            bundle = load_model(str(model), batch=batch, seq=seq, dtype=dtype)
             graph = trace(
                 bundle.module,
                 bundle.example_inputs if example_inputs is None else example_inputs,

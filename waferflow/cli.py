@@ -29,12 +29,14 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
                    help="optimizer whose update is traced in train mode (default: sgd)")  # fmt: skip
     p.add_argument("--batch", type=int, default=None, help="batch size (default: the model's)")
     p.add_argument("--seq", type=int, default=None, help="sequence length for language models")
+    p.add_argument("--dtype", choices=["f32", "bf16", "f16"], default=None,
+                   help="cast the model's parameters and floating inputs (default: as built, f32)")  # fmt: skip
 
 
 def _trace_model(args: argparse.Namespace):  # -> Graph
     from waferflow.frontend import load_model, trace
 
-    bundle = load_model(args.model, batch=args.batch, seq=args.seq)
+    bundle = load_model(args.model, batch=args.batch, seq=args.seq, dtype=args.dtype)
     return trace(
         bundle.module,
         bundle.example_inputs,
@@ -262,6 +264,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
         passes=args.passes,
         batch=args.batch,
         seq=args.seq,
+        dtype=args.dtype,
         print_ir_after=tuple(args.print_ir_after or ()),
         progress=_progress(args),
         place=args.place,

@@ -170,3 +170,22 @@ def test_file_errors(model_file: Path, tmp_path: Path) -> None:
     lonely.write_text("from torch import nn\ndef make():\n    return nn.Linear(2, 2)\n")
     with pytest.raises(TraceError, match=r"defines no example_inputs"):
         load_model(f"{lonely}:make")
+
+
+def test_dtype_casts_parameters_and_floating_inputs_only() -> None:
+    from waferflow.ir.dtypes import DType
+
+    text = load_model("hf:gpt2-tiny", dtype="bf16")
+    assert all(p.dtype is torch.bfloat16 for p in text.module.parameters())
+    assert text.example_inputs[0].dtype is torch.long  # token ids stay integers
+    g = trace(text.module, text.example_inputs, mode="train", loss_fn=text.loss_fn)
+    params = [op for op in g.ops if op.kind is K.PARAM]
+    assert params and all(op.results[0].type.dtype is DType.BF16 for op in params)
+    b = load_model("hf:gpt2-tiny")
+    f32 = trace(b.module, b.example_inputs, mode="train", loss_fn=b.loss_fn)
+    assert g.total_cost().flops == f32.total_cost().flops  # the same work, fewer bytes
+    assert g.total_cost().bytes_read < f32.total_cost().bytes_read
+    image = load_model("cnn:amcoda", batch=2, dtype="f16")
+    assert image.example_inputs[0].dtype is torch.float16
+    with pytest.raises(ConfigError, match="dtype 'int8': use one of f32, bf16, f16"):
+        load_model("hf:gpt2-tiny", dtype="int8")

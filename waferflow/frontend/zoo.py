@@ -17,6 +17,7 @@ Specs:
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib.util
 import inspect
@@ -85,20 +86,43 @@ def _check_size(what: str, value: int | None) -> None:
         raise ConfigError(f"{what} must be a positive integer, got {value!r}")
 
 
-def load_model(spec: str, *, batch: int | None = None, seq: int | None = None) -> ModelBundle:
-    """Build the model ``spec`` names (see the module docstring) on the meta device."""
+DTYPES: dict[str, torch.dtype] = {"f32": torch.float32, "bf16": torch.bfloat16,
+                                  "f16": torch.float16}  # fmt: skip
+
+
+def load_model(
+    spec: str, *, batch: int | None = None, seq: int | None = None, dtype: str | None = None
+) -> ModelBundle:
+    """Build the model ``spec`` names (see the module docstring) on the meta device;
+    ``dtype`` (``f32``, ``bf16``, ``f16``) casts its parameters and floating inputs."""
     _check_size("batch", batch)
     _check_size("seq", seq)
+    if dtype is not None and dtype not in DTYPES:
+        raise ConfigError(f"dtype {dtype!r}: use one of {', '.join(DTYPES)}")
     prefix, _, rest = spec.partition(":")
     if prefix == "hf" and rest:
-        return _load_hf(spec, rest, batch, seq)
-    if prefix == "cnn" and rest:
-        return _load_cnn(spec, rest, batch, seq)
-    path, sep, factory = spec.rpartition(":")
-    if sep and path.endswith(".py"):
-        return _load_file(Path(path), factory, batch, seq)
-    known = ", ".join(s for s, _ in list_models())
-    raise TraceError(f"unknown model {spec!r}: use one of {known}, or path/to/file.py:factory")
+        bundle = _load_hf(spec, rest, batch, seq)
+    elif prefix == "cnn" and rest:
+        bundle = _load_cnn(spec, rest, batch, seq)
+    else:
+        path, sep, factory = spec.rpartition(":")
+        if not (sep and path.endswith(".py")):
+            known = ", ".join(s for s, _ in list_models())
+            raise TraceError(
+                f"unknown model {spec!r}: use one of {known}, or path/to/file.py:factory"
+            )
+        bundle = _load_file(Path(path), factory, batch, seq)
+    return bundle if dtype is None else _cast(bundle, DTYPES[dtype])
+
+
+def _cast(bundle: ModelBundle, dtype: torch.dtype) -> ModelBundle:
+    """Parameters, buffers and floating inputs in ``dtype`` (integer inputs stay)."""
+    bundle.module.to(dtype)
+    inputs = tuple(
+        x.to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+        for x in bundle.example_inputs
+    )
+    return dataclasses.replace(bundle, example_inputs=inputs)
 
 
 def _unknown(spec: str, table: dict[str, Any], prefix: str) -> TraceError:
