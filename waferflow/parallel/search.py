@@ -161,7 +161,7 @@ def search_plans(
         raise PlanError(
             f"plan auto: @{graph.name}'s weights, gradients and optimizer state alone take "
             f"{fmt_bytes(figs.state_bytes)}, more than all the SRAM of {wafer.name!r} "
-            f"({fmt_bytes(wafer.total_sram())}); no plan can fit: use a bigger wafer, "
+            f"({fmt_bytes(wafer.total_sram())}); no plan can fit: use a bigger wafer, --dtype bf16, "
             "--mode infer, or a smaller model"
         )
     limit = wafer.num_alive if max_ranks is None else min(max_ranks, wafer.num_alive)
