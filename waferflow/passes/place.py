@@ -46,7 +46,6 @@ the ranks' parallel links) plus the die-to-die surcharge.
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -67,10 +66,6 @@ from waferflow.mapper.placement import (
     Rect,
     SolveReport,
     evaluate_floorplan,
-    greedy,
-    row_major,
-    snake,
-    solve_assignment,
     solve_floorplan,
     work_strips,
 )
@@ -89,6 +84,7 @@ from waferflow.parallel.layout import Layout, strip_layout
 from waferflow.parallel.layout import snake as snake_walk
 from waferflow.parallel.memory import MemoryReport, check_fits
 from waferflow.passes.base import Pass, PassContext, option
+from waferflow.passes.place_actors import place_actors
 from waferflow.passes.place_result import (
     BASELINES,
     FEW_DEAD,
@@ -448,73 +444,6 @@ def _parallel_result(
         graph, state, plan=plan, memory=built.memory, layout=built.layout,
         records=built.records, model_flops=graph.total_cost().flops,
     )  # fmt: skip
-
-
-# --- one actor per op ---------------------------------------------------------------------------
-
-
-def place_actors(plan: Plan, wafer: Wafer, *, options: PlaceOptions | None = None) -> PlacedResult:
-    """Place a one-actor-per-op plan's actors on ``wafer`` (see the module docstring).
-    Each core runs its actors in graph (id) order."""
-    opts = options or PlaceOptions()
-    t0 = time.perf_counter()
-    grid = bridge.placement_grid(wafer)
-    problem, mem_note = bridge.actor_problem(plan, wafer, grid)
-    view = bridge.describe_view(wafer)
-    cands: list[Candidate] = []
-    best: tuple[tuple[float, float, int], Plan, str] | None = None
-
-    def offer(method: str, cores: tuple[int, ...], cand_plan: Plan, note: str = "") -> None:
-        nonlocal best
-        traffic = bridge.plan_traffic(cand_plan, wafer)
-        step, how = step_time(cand_plan, wafer, opts.evaluate)
-        cost = bridge.assignment_cost_of(problem, cores)
-        cands.append(Candidate(method, None, cost, traffic.byte_hops,
-                               traffic.inter_stage_byte_hops, step, how, True, note))  # fmt: skip
-        key = (step, traffic.byte_hops, len(cands))
-        if best is None or key < best[0]:
-            best = (key, cand_plan, method)
-
-    given = tuple(a.core for a in plan.actors)
-    offer(f"as given ({plan.source or 'input'})", given, plan)
-    for name, fn in (("row-major", row_major), ("snake", snake), ("greedy", greedy)):
-        try:
-            cores = fn(problem).core_of_actor
-        except PlanError as e:
-            cands.append(Candidate(name, None, None, math.nan, math.nan, math.nan, "-", False,
-                                   f"failed: {e}"))  # fmt: skip
-            continue
-        offer(name, cores, bridge.remap_plan(plan, cores, note=f"placed: {name}", source="place"))
-    res = solve_assignment(problem, opts.solve_options(1.0))
-    placed = bridge.remap_plan(
-        plan, res.core_of_actor, note=f"placed: cp-sat ({res.report.status.value})", source="place"
-    )
-    offer("cp-sat assignment", res.core_of_actor, placed)
-    assert best is not None
-    _, kept, chosen = best
-    routes = None
-    if opts.route != "none":
-        from waferflow.passes.route import route_plan
-
-        kept, routes = route_plan(kept, wafer, order=opts.route)
-    decisions = [
-        f"assignment (actors to cores, at most {problem.max_actors_per_core} a core): CP-SAT on {view}",
-        mem_note,
-    ]
-    if opts.route != "none":
-        decisions.append(f"routes ({opts.route}): on {view}")
-    title = f"placement of {len(plan.actors)} actors of {plan.name!r} on {view}"
-    return PlacedResult(
-        kind="actors",
-        plan=kept,
-        chosen=chosen,
-        candidates=tuple(cands),
-        reports=(("actors", res.report),),
-        decisions=tuple(decisions),
-        title=title,
-        routes=routes,
-        wall_time=time.perf_counter() - t0,
-    )
 
 
 # --- text --------------------------------------------------------------------------------------
