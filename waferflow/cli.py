@@ -237,7 +237,15 @@ def cmd_place(args: argparse.Namespace) -> int:
         export_model=_Path(args.export_model) if args.export_model else None,
     )
     graph = _trace_model(args)
-    print(place_compare(graph, wafer, args.plan, options))
+    plan = args.plan
+    if plan is not None and plan.strip().lower() == "auto":
+        from waferflow.parallel.search import search_plans
+
+        search = search_plans(graph, wafer)
+        print(search.table())
+        print(search.summary())
+        plan = str(search.best)
+    print(place_compare(graph, wafer, plan, options))
     return 0
 
 
@@ -396,7 +404,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--wafer", required=True, help="preset name or TOML")
     p.add_argument("--coarsen", type=int, default=1, metavar="K",
                    help="place on the K x K coarse view (default 1)")  # fmt: skip
-    p.add_argument("--plan", help="parallel plan; without it the one-actor-per-op plan is placed")
+    p.add_argument(
+        "--plan",
+        help="parallel plan or 'auto' (searched); without it the one-actor-per-op plan is placed",
+    )
     p.add_argument("--compare", action="store_true",
                    help="print every candidate (the default output; kept for clarity)")  # fmt: skip
     p.add_argument("--seed", type=int, default=0, help="seed of the placement search")

@@ -26,6 +26,8 @@ def test_span_parses_auto_and_integers_and_prints_back() -> None:
     assert "span" not in str(parse_plan("dp=2,span=auto"))
     with pytest.raises(PlanError, match="'auto' or an integer"):
         parse_plan("span=big")
+    with pytest.raises(PlanError, match="'auto' or an integer >= 1"):
+        parse_plan("span=0")
 
 
 def test_auto_takes_the_largest_block_that_leaves_headroom() -> None:

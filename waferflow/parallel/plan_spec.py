@@ -238,8 +238,11 @@ _FIELDS = {f.name: f for f in fields(ParallelPlan)}
 
 def _convert(key: str, raw: str, default: Any) -> Any:
     text = raw.strip()
-    if key.strip().lower() == "span" and text.lower() == "auto":
-        return SPAN_AUTO
+    if key.strip().lower() == "span":
+        if text.lower() == "auto":
+            return SPAN_AUTO
+        if text.isdigit() and int(text) < 1:  # 0 is auto only inside (pass options)
+            raise PlanError(f"plan: span={raw!r} must be 'auto' or an integer >= 1")
     if isinstance(default, bool):
         low = text.lower()
         if low in ("1", "true", "yes", "on"):
