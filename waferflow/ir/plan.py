@@ -244,8 +244,9 @@ def _verify_fits(plan: Plan, wafer: Wafer) -> None:
     if plan.wafer_name != wafer.name and "@" in plan.wafer_name + wafer.name:
         raise PlanError(
             f"plan {plan.name!r} was made for wafer view {plan.wafer_name!r}, not "
-            f"{wafer.name!r}; run it on the view it was made for (CompiledPlan.wafer, "
-            "ParallelResult.wafer: a plan's span coarsens the wafer it is given)"
+            f"{wafer.name!r}; run it on the view it was made for (--wafer {plan.wafer_name}, "
+            "or CompiledPlan.wafer / ParallelResult.wafer: a plan's span coarsens the wafer "
+            "it is given)"
         )
     ncores = wafer.rows * wafer.cols
     dead = wafer.dead_cores

@@ -142,13 +142,17 @@ def parse_wafer_toml(text: str, origin: str = "<string>", base_dir: Path | None 
 
 
 def get_wafer(name_or_path: str | Path | Wafer) -> Wafer:
-    """A ``Wafer`` from a preset name (see ``list_presets``), a ``.toml`` path, or a Wafer."""
+    """A ``Wafer`` from a preset name (see ``list_presets``), a ``.toml`` path, or a Wafer;
+    ``NAME@Kx`` is the K x K coarse view of either (``wse2@16x``)."""
     if isinstance(name_or_path, Wafer):
         return name_or_path
     if isinstance(name_or_path, Path):
         return load_wafer(name_or_path)
     if isinstance(name_or_path, str):
         text = name_or_path.strip()
+        base, at, factor = text.rpartition("@")
+        if at and factor.endswith("x") and factor[:-1].isdigit():  # a view: wse2@16x
+            return get_wafer(base).coarsen(int(factor[:-1]))
         if text.endswith(".toml") or "/" in text or os.sep in text:
             return load_wafer(text)
         return _load(catalog.preset_path(text), ())
