@@ -97,3 +97,15 @@ def test_a_view_is_named_and_found_by_its_name() -> None:
     view = get_wafer("mesh16x16@4x")
     assert view == MESH.coarsen(4) and view.name == "mesh16x16@4x"
     assert get_wafer("mesh16x16@2x").coarsen(2) == view  # views of views name the product
+
+
+def test_the_default_layout_skips_short_nodes_while_the_rest_is_enough() -> None:
+    from waferflow.parallel.layout import strip_layout
+
+    view = MESH.coarsen(3)  # 6x6 nodes; the last row and column hold 3 or 1 of 9 cores
+    weak = view.nodes_below(1.0)
+    assert len(weak) == 11
+    used = {view.coord(c) for c in strip_layout(view, 2, 8, 4).all_cores()}
+    assert len(used) == 16 and not used & weak
+    # 30 ranks need more than the 25 full nodes: then every alive node is used
+    assert len(strip_layout(view, 5, 6, 2).all_cores()) == 30

@@ -33,7 +33,7 @@ import numpy as np
 
 from waferflow.errors import PlanError
 from waferflow.ir.plan import Plan
-from waferflow.ir.target.wafer import Topology, Wafer
+from waferflow.ir.target.wafer import CAPACITY_TIERS, Topology, Wafer
 from waferflow.mapper.assign import DIRECT_LIMIT, assignment_report, solve_assignment
 from waferflow.mapper.bounds import assignment_lower_bound
 from waferflow.mapper.cost import assignment_cost, assignment_violations
@@ -57,8 +57,7 @@ from waferflow.mapper.tiling import (
     tile_stages,
 )
 
-MIN_CAPACITY = 0.75  # a node with less of a full node's cores is not given a rank
-CAPACITY_TIERS = (1.0, 0.95, MIN_CAPACITY)  # tried in turn by ``usable_mask``
+MIN_CAPACITY = CAPACITY_TIERS[-1]  # a node with less of a full node's cores gets no rank
 
 
 # --- the wafer as a grid ----------------------------------------------------------------
@@ -66,21 +65,21 @@ CAPACITY_TIERS = (1.0, 0.95, MIN_CAPACITY)  # tried in turn by ``usable_mask``
 
 def usable_mask(wafer: Wafer, need: int = 0) -> np.ndarray:
     """``mask[row, col]``: the alive nodes a rank may be given. On a coarse view, the
-    strongest tier of ``CAPACITY_TIERS`` that still leaves ``need`` nodes and a
-    connected mesh: full nodes first, since a rank on a node with 75% of the cores runs
-    its tensor-parallel group (which waits for its slowest rank) 33% slower; else
-    nodes with at least 95%, then ``MIN_CAPACITY`` of a full node; else every alive
-    node. (Routes may still cross the nodes left out; a ``Grid`` must be connected.)"""
+    strongest of ``CAPACITY_TIERS`` that still leaves ``need`` nodes and a connected
+    mesh: full nodes first, since a rank on a node with 75% of the cores runs its
+    tensor-parallel group (which waits for its slowest rank) 33% slower; else nodes
+    with at least 95%, then ``MIN_CAPACITY`` of a full node; else every alive node.
+    (Routes may still cross the nodes left out; a ``Grid`` must be connected.)"""
     alive = np.ones((wafer.rows, wafer.cols), dtype=bool)
     for r, c in wafer.dead_cores:
         alive[r, c] = False
     for tier in CAPACITY_TIERS:
-        strong = alive.copy()
-        for (r, c), _ in wafer.partial_cores:
-            if wafer.capacity((r, c)) < tier:
-                strong[r, c] = False
-        if strong.sum() == alive.sum():
+        weak = wafer.nodes_below(tier)
+        if not weak:
             return alive
+        strong = alive.copy()
+        for r, c in weak:
+            strong[r, c] = False
         if strong.sum() >= max(need, 1) and len(grid_from_mask(wafer, strong).islands()) == 1:
             return strong
     return alive

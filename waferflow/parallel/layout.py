@@ -8,7 +8,9 @@ fills the same table:
 * each stage is a vertical strip as wide as a tensor-parallel group, stages side by
   side from the left (wrapping into further bands of rows when they do not fit);
 * within a strip a tensor-parallel group is one row, data-parallel replicas are
-  stacked downwards; dead cores are skipped (the strip grows downwards);
+  stacked downwards; dead cores are skipped (the strip grows downwards), and so are
+  the nodes of a coarse view short of cores while the rest is enough
+  (``Wafer.nodes_below``, ``CAPACITY_TIERS``);
 * when strips do not fit the wafer, ranks follow a boustrophedon walk of the alive
   cores, stage after stage.
 """
@@ -18,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from waferflow.errors import PlanError
-from waferflow.ir.target.wafer import Wafer
+from waferflow.ir.target.wafer import CAPACITY_TIERS, Coord, Wafer
 from waferflow.passes.lower_plan import snake_cores
 
 
@@ -80,18 +82,24 @@ def strip_layout(wafer: Wafer, pp: int, ranks: int, width: int) -> Layout:
             "wafer"
         )
     width = max(1, width)
-    strips = _strips(wafer, pp, ranks, width)
-    if strips is not None:
-        return Layout(strips, "strips")
-    order = snake(wafer)
+    # nodes of a coarse view short of cores are skipped while the rest is enough
+    skips = [w for t in CAPACITY_TIERS if need <= wafer.num_alive - len(w := wafer.nodes_below(t))]
+    for skip in [*skips, frozenset()]:
+        strips = _strips(wafer, pp, ranks, width, skip)
+        if strips is not None:
+            return Layout(strips, "strips")
+    skip = skips[0] if skips else frozenset()
+    order = [c for c in snake(wafer) if wafer.coord(c) not in skip]
     return Layout(tuple(tuple(order[s * ranks : (s + 1) * ranks]) for s in range(pp)), "snake")
 
 
-def _strips(wafer: Wafer, pp: int, ranks: int, width: int) -> tuple[tuple[int, ...], ...] | None:
+def _strips(
+    wafer: Wafer, pp: int, ranks: int, width: int, skip: frozenset[Coord]
+) -> tuple[tuple[int, ...], ...] | None:
     if width > wafer.cols:
         return None
     per_band = wafer.cols // width
-    dead = wafer.dead_cores
+    dead = wafer.dead_cores | skip
     out: list[tuple[int, ...]] = []
     top = 0
     for band_start in range(0, pp, per_band):

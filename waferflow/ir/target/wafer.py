@@ -33,13 +33,17 @@ from waferflow.ir.target import describe as _describe
 from waferflow.ir.target.parts import Coord, FlowControl, Link, LinkSpec, Topology
 from waferflow.ir.target.validate import normalize_and_validate
 
-__all__ = ["Coord", "FlowControl", "Link", "LinkSpec", "Topology", "Wafer"]
+__all__ = ["CAPACITY_TIERS", "Coord", "FlowControl", "Link", "LinkSpec", "Topology", "Wafer"]
 
 # Which listed rate stands in for a dtype the wafer does not list (see Wafer.peak).
 _FALLBACK: dict[DType, tuple[DType, ...]] = {
     DType.BF16: (DType.BF16, DType.F16, DType.F32),
     DType.F16: (DType.F16, DType.BF16, DType.F32),
 }
+
+
+# Layouts try full nodes first, then nodes with 95% of their cores, then 75%, then all.
+CAPACITY_TIERS: tuple[float, ...] = (1.0, 0.95, 0.75)
 
 
 @dataclass(frozen=True)
@@ -156,6 +160,13 @@ class Wafer:
         width = h if a[0] == b[0] else w  # a row-wise link crosses the node's height
         k = self.coarsen_factor
         return spec if width == k else LinkSpec(spec.bandwidth * width / k, spec.latency)
+
+    def nodes_below(self, fraction: float) -> frozenset[Coord]:
+        """Alive nodes holding less than ``fraction`` of a full node's cores (on a coarse
+        view: a ragged edge, or partly dead); layouts leave them out while the rest is
+        enough (``CAPACITY_TIERS``), since a tensor-parallel group waits for its
+        slowest rank."""
+        return frozenset(c for c, _ in self.partial_cores if self.capacity(c) < fraction)
 
     def capacity(self, coord: Coord) -> float:
         """Fraction of the nominal per-core compute / SRAM at ``coord``: 0 when dead,
