@@ -1,7 +1,8 @@
 """``--plan auto``: how long the plan search takes and how its plan compares with
 hand-written ones, all timed by the analytical estimator in the same run.
 
-For each case the model is traced (meta tensors), ``search_plans`` runs on the wafer
+For each case the model is traced (meta tensors) and optimised by the default pass
+pipeline, as ``compile`` does; ``search_plans`` runs on the wafer
 view, and the hand plans are built (``span=auto`` like the search's) and estimated on
 the views their spans make. Reported: trace and search wall time, candidates
 screened and built, the kept plan, and every plan's estimated step with its ratio to
@@ -25,6 +26,7 @@ from waferflow.ir.target import Wafer, get_wafer
 from waferflow.parallel import build_parallel_plan
 from waferflow.parallel.memory import fmt_bytes
 from waferflow.parallel.search import search_plans
+from waferflow.passes import DEFAULT_PIPELINE, PassContext, PassManager
 
 
 @dataclass(frozen=True)
@@ -59,7 +61,8 @@ def _trace(case: Case) -> tuple[Graph, float]:
     t0 = time.perf_counter()
     b = load_model(case.model, batch=case.batch, seq=case.seq, dtype=case.dtype)
     g = trace(b.module, b.example_inputs, mode=case.mode, loss_fn=b.loss_fn, name=b.name)
-    return g, time.perf_counter() - t0
+    g = PassManager(DEFAULT_PIPELINE).run(g, PassContext(wafer=get_wafer(case.wafer)))
+    return g, time.perf_counter() - t0  # traced and optimised, as compile() does
 
 
 def _hand(g: Graph, wafer: Wafer, plan: str) -> Row:

@@ -26,7 +26,7 @@ one node of the plan's view, i.e. of one rank's span x span block):
   With ``overlap`` (the default) dp's reduction hides behind the backward: only what
   exceeds 2/3 of the compute time counts. tp and pp collectives are not overlapped.
 * bytes = (weights + gradients + optimizer state of the whole model) / (tp * pp)
-  * 1.5 (stages are not even: the first / last hold embeddings and head)
+  * 1.5 when pp > 1 (stages are not even: the first / last hold embeddings and head)
   + saved / (dp * tp * pp * m) * in-flight + inputs / dp, where ``saved`` is the
   bytes of forward values read by the backward (what a micro-batch keeps between
   its forward and backward), and in-flight is min(pp, m) micro-batches (1F1B keeps
@@ -59,7 +59,7 @@ from waferflow.parallel.stages import param_of
 
 TP_CHOICES = (1, 2, 3, 4, 6, 8, 12, 16)
 PP_CHOICES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
-IMBALANCE = 1.5  # the fullest stage's share of the model state, over an even share
+IMBALANCE = 1.5  # the fullest stage's share of the model state, over an even share (pp > 1)
 BACKWARD_SHARE = 2 / 3  # of a training step's FLOPs: what a dp reduction can hide behind
 RECOMPUTE_FLOPS = 4 / 3  # forward (1) + backward (2) + the forward again (1), over 3
 INFER_LIVE = 4  # inference: values live at once, in units of the largest
@@ -147,7 +147,7 @@ def search_plans(
     graph: Graph,
     wafer: Wafer,
     *,
-    top: int = 4,
+    top: int = 6,
     max_ranks: int | None = None,
     progress: Progress | None = None,
 ) -> PlanSearch:
@@ -271,6 +271,8 @@ def candidates(graph: Graph, wafer: Wafer, batch: int, limit: int) -> list[Paral
     tps = [t for t in TP_CHOICES if t <= limit and _takes(graph, wafer, ParallelPlan(tp=t))]
     pps = [p for p in PP_CHOICES if p <= limit and _takes(graph, wafer, ParallelPlan(pp=p))]
     out = []
+    training = any(op.phase is Phase.BWD for op in graph.ops)
+    recomputes = (False, True) if training else (False,)  # nothing to recompute in inference
     for dp in _divisors(batch):
         ms = _divisors(batch // dp)
         for pp in pps:
@@ -279,7 +281,7 @@ def candidates(graph: Graph, wafer: Wafer, batch: int, limit: int) -> list[Paral
                 if dp * tp * pp > limit:
                     continue
                 for m in chosen:
-                    for rc in (False, True):
+                    for rc in recomputes:
                         out.append(ParallelPlan(dp=dp, tp=tp, pp=pp, microbatches=m, recompute=rc))
     return out
 
@@ -307,7 +309,7 @@ def rough_row(plan: ParallelPlan, span: SpanChoice, figs: ModelFigures) -> Searc
         seconds += 2 * (m + pp - 1) * (figs.hidden_bytes / (dp * m) / bw + lat)
     inflight = 1 if plan.recompute else min(pp, m)
     nbytes = (
-        figs.state_bytes / (tp * pp) * IMBALANCE
+        figs.state_bytes / (tp * pp) * (IMBALANCE if pp > 1 else 1.0)
         + figs.saved_bytes / (dp * tp * pp * m) * inflight
         + figs.input_bytes / dp
     )
