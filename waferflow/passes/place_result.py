@@ -209,8 +209,10 @@ def format_result(r: PlacedResult) -> str:
             lines.append(
                 f"best CP-SAT placement by traffic ({best.method}): traffic x distance "
                 f"{_change(best.byte_hops, base.byte_hops)} the least baseline, step time "
-                f"{_change(best.step_time, fastest)} the fastest; not kept, being slower"
-            )
+                f"{_change(best.step_time, fastest)} the fastest; "
+                + ("not kept, being slower" if best.step_time > kept.step_time
+                   else "not kept: it ties with the kept one, which came first")
+            )  # fmt: skip
     for name, rep in r.reports:
         lines.append(
             f"solver ({name}): {rep.status.value}, objective {rep.objective:.6g}, bound "
