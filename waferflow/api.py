@@ -55,9 +55,9 @@ class Report:
     plan: Plan
     wafer: Wafer
     timings: tuple[StepTiming, ...] = ()
-    # the static liveness of a recompute plan, when it fits (the simulator keeps every
-    # activation until its backward: it does not model recompute)
-    recompute_peak: int | None = None
+    # the plan's own liveness peak per core (parallel/memory.py, what compile checks),
+    # when it fits: the simulator allocates some buffers at other times
+    planned_peak: int | None = None
 
     @property
     def step_time(self) -> float:
@@ -74,12 +74,12 @@ class Report:
 
     def summary(self) -> str:
         text = self.result.summary()
-        if not self.fits and self.recompute_peak is not None:
+        if not self.fits and self.planned_peak is not None:
             text += (
-                "\nnote: the simulated peak memory exceeds a core's SRAM because the "
-                "simulator keeps every activation until its backward (it does not model "
-                "recompute); the plan's liveness with recompute peaks at "
-                f"{human_bytes(self.recompute_peak)} per core, which fits"
+                "\nnote: the simulated peak memory exceeds a core's SRAM, but the plan's "
+                f"liveness, which compile checks, peaks at {human_bytes(self.planned_peak)} "
+                "per core, which fits; the two allocate buffers at different times "
+                "(docs/simulator.md, Memory)"
             )
         elif not self.fits:
             text += (
@@ -146,9 +146,7 @@ class CompiledPlan:
         result = simulate(self.plan, self.wafer)
         took = StepTiming("simulate", time.perf_counter() - start)
         par = self.parallel
-        peak = None
-        if par is not None and par.spec.recompute and par.memory.fits:
-            peak = par.memory.peak_bytes
+        peak = par.memory.peak_bytes if par is not None and par.memory.fits else None
         return Report(result, self.plan, self.wafer, (*self.timings, took), peak)
 
     def estimate(self) -> Any:
@@ -301,12 +299,11 @@ def compile(
     parallel = None
     placement = None
     search = None
-    if plan is not None and plan.strip().lower() == "auto":
-        from waferflow.parallel.search import search_plans
+    from waferflow.parallel.search import is_auto, resolve_plan
 
+    if is_auto(plan):
         with _timed(timings, "plan search", progress):
-            search = search_plans(graph, w)  # PlanError when no candidate fits
-        plan = str(search.best)
+            plan, search = resolve_plan(graph, w, plan)  # PlanError when no candidate fits
     method = _placement_method(place, plan)
     if method not in ("cpsat", "none"):
         raise WaferflowError(f"place={place!r}: use 'auto', 'cpsat' or 'none'")

@@ -227,6 +227,7 @@ def cmd_place(args: argparse.Namespace) -> int:
     from pathlib import Path as _Path
 
     from waferflow.api import resolve_wafer
+    from waferflow.parallel.search import resolve_plan
     from waferflow.passes.place import place_compare
     from waferflow.passes.place_result import PlaceOptions
 
@@ -237,14 +238,10 @@ def cmd_place(args: argparse.Namespace) -> int:
         export_model=_Path(args.export_model) if args.export_model else None,
     )
     graph = _trace_model(args)
-    plan = args.plan
-    if plan is not None and plan.strip().lower() == "auto":
-        from waferflow.parallel.search import search_plans
-
-        search = search_plans(graph, wafer)
+    plan, search = resolve_plan(graph, wafer, args.plan)
+    if search is not None:
         print(search.table())
         print(search.summary())
-        plan = str(search.best)
     print(place_compare(graph, wafer, plan, options))
     return 0
 

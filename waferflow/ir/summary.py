@@ -88,8 +88,8 @@ def human_bytes(n: float) -> str:
     return f"{int(n)} B"
 
 
-def human_time(seconds: float) -> str:
+def human_time(seconds: float, digits: int = 4) -> str:
     for factor, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "us"), (1e-9, "ns")):
         if abs(seconds) >= factor:
-            return f"{seconds / factor:.4g} {unit}"
-    return f"{seconds / 1e-12:.4g} ps"
+            return f"{seconds / factor:.{digits}g} {unit}"
+    return f"{seconds / 1e-12:.{digits}g} ps"

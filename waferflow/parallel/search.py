@@ -211,6 +211,21 @@ def search_plans(
     return PlanSearch(best=best[4], rows=tuple(rows), screened=len(rows), built=builds)
 
 
+def is_auto(plan: str | None) -> bool:
+    """Whether ``plan`` asks for the search (``--plan auto``)."""
+    return plan is not None and plan.strip().lower() == "auto"
+
+
+def resolve_plan(
+    graph: Graph, wafer: Wafer, plan: str | None
+) -> tuple[str | None, PlanSearch | None]:
+    """``plan`` as given, or for ``"auto"`` the searched plan (spelt out) and its search."""
+    if not is_auto(plan):
+        return plan, None
+    search = search_plans(graph, wafer)
+    return str(search.best), search
+
+
 def model_figures(graph: Graph) -> ModelFigures:
     """Sum the step's FLOPs and bytes by role (see the module docstring)."""
     by_dtype: dict[DType, int] = {}
@@ -370,5 +385,5 @@ def _refusal(graph: Graph, wafer: Wafer, rows: list[SearchRow]) -> str:
     )
 
 
-__all__ = ["ModelFigures", "PlanSearch", "SearchRow", "candidates", "model_figures",
-           "rough_row", "search_plans"]  # fmt: skip
+__all__ = ["ModelFigures", "PlanSearch", "SearchRow", "candidates", "is_auto", "model_figures",
+           "resolve_plan", "rough_row", "search_plans"]  # fmt: skip

@@ -23,11 +23,11 @@ from dataclasses import dataclass
 
 from waferflow.errors import PlanError
 from waferflow.ir.target.parts import Topology
-from waferflow.ir.target.wafer import Wafer
+from waferflow.ir.target.wafer import CAPACITY_TIERS, Wafer
 from waferflow.parallel.plan_spec import SPAN_AUTO, ParallelPlan
 
 HEADROOM = 1.1  # strong nodes per rank that span=auto keeps, at least
-STRONG = 0.75  # a node with less of a full node's cores does not count for span=auto
+STRONG = CAPACITY_TIERS[-1]  # a node with less of a full node's cores does not count
 
 
 @dataclass(frozen=True)
@@ -58,8 +58,7 @@ class SpanChoice:
 
 def strong_nodes(wafer: Wafer) -> int:
     """Alive nodes holding at least ``STRONG`` of a full node's cores."""
-    weak = sum(1 for c, _ in wafer.partial_cores if wafer.capacity(c) < STRONG)
-    return wafer.num_alive - weak
+    return wafer.num_alive - len(wafer.nodes_below(STRONG))
 
 
 def choose_span(wafer: Wafer, plan: ParallelPlan) -> SpanChoice:

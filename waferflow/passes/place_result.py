@@ -11,6 +11,7 @@ from typing import Any
 from waferflow.backend_sim import estimate, simulate
 from waferflow.errors import PlanError
 from waferflow.ir.plan import Plan
+from waferflow.ir.summary import human_time
 from waferflow.ir.target.wafer import Wafer
 from waferflow.mapper.placement import DeadCores, ObjectiveWeights, SolveOptions, SolveReport
 from waferflow.parallel.driver import ParallelResult
@@ -170,14 +171,6 @@ def _change(x: float, ref: float) -> str:
     return f"{abs(d):.1f}% {'higher' if d > 0 else 'lower'} than"
 
 
-def _time(seconds: float) -> str:
-    """Five significant digits in the unit that suits (placements differ by little)."""
-    for factor, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "us")):
-        if seconds >= factor:
-            return f"{seconds / factor:.5g} {unit}"
-    return f"{seconds / 1e-9:.5g} ns"
-
-
 def format_result(r: PlacedResult) -> str:
     """The comparison table, the solver reports and the decisions' views."""
     base = r.best_baseline()
@@ -189,7 +182,9 @@ def format_result(r: PlacedResult) -> str:
         ratio = "-"
         if base is not None and base.byte_hops > 0 and not math.isnan(c.byte_hops):
             ratio = f"{c.byte_hops / base.byte_hops:.3f}"
-        step = "-" if math.isnan(c.step_time) else f"{_time(c.step_time)} ({c.evaluated[:3]})"
+        step = (
+            "-" if math.isnan(c.step_time) else f"{human_time(c.step_time, 5)} ({c.evaluated[:3]})"
+        )
         mark = " *" if c.method == r.chosen else ""
         body.append((c.method + mark, _num(c.floorplan), _num(c.rank_cost), _num(c.byte_hops),
                      ratio, step, "yes" if c.fits else "no", c.note))  # fmt: skip
