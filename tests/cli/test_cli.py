@@ -228,3 +228,12 @@ def test_parallel_plan_that_does_not_fit_is_refused(capsys: pytest.CaptureFixtur
     )  # fmt: skip
     assert code == EXIT_USER_ERROR and "Traceback" not in err
     assert "does not fit" in err and "needs" in err
+
+
+def test_place_takes_plan_auto(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(
+        capsys, "place", "hf:gpt2-tiny", "--wafer", "mesh16x16", "--mode", "train",
+        "--batch", "8", "--plan", "auto", "--place-time", "1",
+    )  # fmt: skip
+    assert code == 0, out
+    assert "plan auto: kept " in out and "placement of plan " in out and "span=" in out

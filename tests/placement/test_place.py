@@ -214,3 +214,14 @@ def test_export_writes_the_first_cp_sat_model(gpt2_tiny: Graph, tmp_path) -> Non
     place_parallel(gpt2_tiny, get_wafer("mesh16x16"), PIPE, options=opts)
     text = path.read_text()
     assert "no_overlap_2d" in text or "variables" in text
+
+
+def test_a_layout_offered_twice_is_timed_once_with_the_same_figures(gpt2_tiny: Graph) -> None:
+    r = place_parallel(gpt2_tiny, get_wafer("mesh16x16"), "dp=2,tp=2,span=1", options=FAST)
+    same = [c for c in r.candidates if "(same layout)" in c.note]
+    assert same  # one stage: the CP-SAT floorplans and the strips land on the same cores
+    by_method = {c.method: c for c in r.candidates}
+    for c in same:
+        first = by_method[c.note.split("= ", 1)[1].removesuffix(" (same layout)")]
+        assert "(same layout)" not in first.note
+        assert (c.byte_hops, c.step_time, c.fits) == (first.byte_hops, first.step_time, first.fits)

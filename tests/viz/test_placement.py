@@ -122,3 +122,20 @@ def test_shorten_keeps_the_specific_end() -> None:
     assert R.shorten("model.layers.11.mlp.fc1", 16) == "…11.mlp.fc1"
     assert R.shorten("model.layers.11.self_attn.q_proj") == "…layers.11.self_attn.q_proj"
     assert R.shorten("abcdefghijklmnopqrstuvwxyz", 10) == "…rstuvwxyz"
+
+
+def test_long_titles_wrap_to_the_axes_width() -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    from waferflow.viz import _render as R
+
+    fig = Figure(figsize=(4, 4))
+    ax = fig.add_subplot()
+    R.set_title(ax, "plan " + "dp=2,tp=12,pp=4,microbatches=4 " * 4 + "\nsecond line")
+    lines = ax.get_title().split("\n")
+    width = int(4 * ax.get_position().width * 72 / (0.6 * 9))
+    assert len(lines) > 2 and all(len(x) <= width for x in lines)
+    assert lines[-1] == "second line"
