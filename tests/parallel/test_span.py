@@ -109,3 +109,13 @@ def test_the_default_layout_skips_short_nodes_while_the_rest_is_enough() -> None
     assert len(used) == 16 and not used & weak
     # 30 ranks need more than the 25 full nodes: then every alive node is used
     assert len(strip_layout(view, 5, 6, 2).all_cores()) == 30
+
+
+def test_the_default_layout_walks_strong_nodes_rather_than_strip_onto_short_ones() -> None:
+    from waferflow.parallel.layout import strip_layout
+
+    view = MESH.coarsen(3)  # 5x5 full nodes, a short last row and column
+    # 6-wide strips of 12 ranks fit the 6x6 view only through the short nodes
+    layout = strip_layout(view, 2, 12, 6)
+    assert layout.kind == "snake"
+    assert not {view.coord(c) for c in layout.all_cores()} & view.nodes_below(1.0)

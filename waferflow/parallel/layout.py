@@ -84,7 +84,9 @@ def strip_layout(wafer: Wafer, pp: int, ranks: int, width: int) -> Layout:
     width = max(1, width)
     # nodes of a coarse view short of cores are skipped while the rest is enough
     skips = [w for t in CAPACITY_TIERS if need <= wafer.num_alive - len(w := wafer.nodes_below(t))]
-    for skip in [*skips, frozenset()]:
+    # a rank on a short node slows its group: a snake over strong nodes beats strips
+    # that need short ones, so strips without skipping are tried only when nothing can go
+    for skip in skips or [frozenset()]:
         strips = _strips(wafer, pp, ranks, width, skip)
         if strips is not None:
             return Layout(strips, "strips")
