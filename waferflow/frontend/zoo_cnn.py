@@ -10,18 +10,19 @@ from torch import nn
 class AmcodaCNN(nn.Module):
     """The CNN of the AMCoDA paper: 16x56x56 in, three 3x3 convolutions with ReLU
     (16->16 s1, 16->32 s2, 32->32 s1, padding 1), a 7x7 / stride 7 average pool
-    (28x28 -> 4x4), and a fully connected layer 512 -> 16."""
+    (28x28 -> 4x4), and a fully connected layer 512 -> 16. No biases: the seed's ALU
+    has none (its CONV and FC ops take an input and a weight only)."""
 
     def __init__(self, in_channels: int = 16, num_classes: int = 16) -> None:
         super().__init__()
-        self.conv1 = nn.Conv2d(in_channels, 16, 3, stride=1, padding=1)
+        self.conv1 = nn.Conv2d(in_channels, 16, 3, stride=1, padding=1, bias=False)
         self.relu1 = nn.ReLU()
-        self.conv2 = nn.Conv2d(16, 32, 3, stride=2, padding=1)
+        self.conv2 = nn.Conv2d(16, 32, 3, stride=2, padding=1, bias=False)
         self.relu2 = nn.ReLU()
-        self.conv3 = nn.Conv2d(32, 32, 3, stride=1, padding=1)
+        self.conv3 = nn.Conv2d(32, 32, 3, stride=1, padding=1, bias=False)
         self.relu3 = nn.ReLU()
         self.pool = nn.AvgPool2d(7, stride=7)
-        self.fc = nn.Linear(32 * 4 * 4, num_classes)
+        self.fc = nn.Linear(32 * 4 * 4, num_classes, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.relu1(self.conv1(x))

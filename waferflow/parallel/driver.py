@@ -19,6 +19,7 @@ from waferflow.ir.target.wafer import Wafer
 from waferflow.parallel.assemble import ActorMeta, CollectiveRecord, assemble
 from waferflow.parallel.build import Program, build_program
 from waferflow.parallel.insert import InsertedCollective, insert_collectives
+from waferflow.parallel import per_layer
 from waferflow.parallel.layout import Layout, strip_layout
 from waferflow.parallel.memory import MemoryReport, check_fits, plan_memory
 from waferflow.parallel.plan_spec import (
@@ -127,23 +128,24 @@ def batch_size(graph: Graph, plan: ParallelPlan) -> int:
 def parallelize(graph: Graph, wafer: Wafer, spec: ParallelPlan | str) -> ParallelState:
     """Shardings and stages of ``spec`` on ``wafer``; the state's wafer is the view the
     plan runs on (``wafer.coarsen(span)``, ``waferflow.parallel.span``)."""
-    plan = parse_plan(spec)
-    if plan.num_ranks > wafer.num_alive:
+    plan = per_layer.resolve(graph, parse_plan(spec))
+    ranks, shape = per_layer.needed_ranks(graph, plan)
+    if ranks > wafer.num_alive:
         raise PlanError(
-            f"plan {plan} needs {plan.num_ranks} cores ({plan.ranks_per_stage} per stage x "
-            f"pp={plan.pp}) but wafer {wafer.name!r} has {wafer.num_alive} alive cores"
+            f"plan {plan} needs {ranks} cores ({shape}) but wafer {wafer.name!r} has "
+            f"{wafer.num_alive} alive cores"
         )
-    span = choose_span(wafer, plan)
+    span = choose_span(wafer, plan, ranks)
     wafer, plan = span.view, replace(plan, span=span.span)
-    if plan.num_ranks > wafer.num_alive:
+    if ranks > wafer.num_alive:
         raise PlanError(
-            f"plan {plan} needs {plan.num_ranks} cores ({plan.ranks_per_stage} per stage x "
-            f"pp={plan.pp}) but wafer {wafer.name!r} has {wafer.num_alive} alive cores"
+            f"plan {plan} needs {ranks} cores ({shape}) but wafer {wafer.name!r} has "
+            f"{wafer.num_alive} alive cores"
         )
     batch = batch_size(graph, plan)
     if plan.layers and batch % plan.ways:
         raise PlanError(f"ways={plan.ways} does not divide the batch {batch}")
-    modes = layer_modes(graph, plan)
+    modes = {**layer_modes(graph, plan), **per_layer.single_ops(graph, plan)}
     sharding = propagate(graph, plan.mesh(), batch=batch, modes=modes)
     stages = assign_stages(graph, wafer, plan)
     return ParallelState(
@@ -153,9 +155,12 @@ def parallelize(graph: Graph, wafer: Wafer, spec: ParallelPlan | str) -> Paralle
 
 def schedule(graph: Graph, state: ParallelState, layout: Layout | None = None) -> Program:
     plan = state.plan
+    widths = state.stages.widths
     if layout is None:
-        layout = strip_layout(state.wafer, plan.pp, plan.ranks_per_stage, plan.mesh().dims[-1])
-    layout.check(state.wafer, plan.pp, plan.ranks_per_stage)
+        layout = strip_layout(
+            state.wafer, plan.pp, plan.ranks_per_stage, plan.mesh().dims[-1], widths=widths
+        )
+    layout.check(state.wafer, plan.pp, plan.ranks_per_stage, widths=widths)
     state.layout = layout
     prog = build_program(graph, state.sharding, state.stages, plan, layout)
     state.program = prog

@@ -13,6 +13,10 @@ partial -> split        ``reduce_scatter``
 split -> other split    ``all_to_all``
 ======================  ==================  ===========================================
 
+In a per-layer plan (``cut=layer``) a conversion between two stages gets no op: each
+rank of the consuming stage receives the pieces it needs straight from the ranks
+that hold them (``waferflow.parallel.redistribute``), summing partial sums itself.
+
 Attributes: ``axis`` (dp / tp), ``src`` / ``dst`` (the placements, as text) and, for
 ``reduce``, ``root=0``. Consumers that need the same conversion of the same value
 share one collective; a consumer needing several axes gets a chain (dp first, then
@@ -30,7 +34,7 @@ from dataclasses import dataclass
 from waferflow.ir.graph import Attrs, Cost, Graph, Op, Phase, Value
 from waferflow.ir.opkind import OpKind
 from waferflow.ir.sharding import MeshAxis, Partial, Placement, Replicated, Sharding, Split
-from waferflow.parallel.plan_spec import GradReduce, ParallelPlan
+from waferflow.parallel.plan_spec import GradReduce, ParallelPlan, StageCut
 from waferflow.parallel.propagate import Conversion, OpSharding, ShardingResult
 from waferflow.parallel.stages import StageAssignment, layer_key, root_value
 
@@ -68,7 +72,11 @@ def insert_collectives(
 ) -> list[InsertedCollective]:
     """Insert the collectives (mutating ``graph``, ``sharding`` and ``stages``)."""
     by_use: dict[tuple[Op, int], list[Conversion]] = {}
+    per_layer = plan.cut is StageCut.LAYER
     for c in sharding.conversions:
+        v = c.op.operands[c.operand]
+        if per_layer and stages.stage_of.get(c.op) != _stage_of_value(stages, v):
+            continue  # between the stages of a per-layer plan: the transfer itself reshards
         by_use.setdefault((c.op, c.operand), []).append(c)
     made: dict[tuple[int, MeshAxis, Placement, Placement, Placement | None], Value] = {}
     inserted: list[InsertedCollective] = []
