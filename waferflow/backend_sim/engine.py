@@ -59,13 +59,15 @@ class RawRun:
 def run(p: Prepared) -> RawRun:
     n_act = len(p.dur)
     n_msg = len(p.msg_src)
-    n_core = len(p.cores)
+    n_core = len(p.order)
     fl = p.flow
     nbuf = fl.buffers_per_core
-    max_st = fl.max_streams
     handshake = fl.handshake
     retry = fl.retry_ps
-    streams = max_st > 0
+    cap = p.stream_cap  # per core; 0 = unlimited
+    streams = fl.max_streams > 0
+    lead = p.msg_lead
+    members = p.lead_members
 
     dur = p.dur
     actor_ci = p.actor_ci
@@ -122,6 +124,7 @@ def run(p: Prepared) -> RawRun:
     msg_src_ci = [actor_ci[msg_src[m]] for m in range(n_msg)]
     msg_dst_ci = [actor_ci[msg_dst[m]] for m in range(n_msg)]
     req_at = [0] * n_msg  # when the first req reached the destination
+    out_left = [0] * n_msg  # per broadcast (first message): members not yet delivered
     out_used = [0] * n_core
     in_used = [0] * n_core
     out_wait: list[deque[int]] = [deque() for _ in range(n_core)]
@@ -169,7 +172,8 @@ def run(p: Prepared) -> RawRun:
         """Message m asks its destination for an incoming stream at t."""
         if streams:
             d = msg_dst_ci[m]
-            if in_used[d] >= max_st:
+            c = cap[d]
+            if c and in_used[d] >= c:
                 in_wait[d].append(m)
                 return
             in_used[d] += 1
@@ -185,6 +189,17 @@ def run(p: Prepared) -> RawRun:
             seq += 1
         else:
             request_in(m, t)
+
+    def stream_out(m: int, t: int) -> None:
+        """Broadcast (or lone message) m has its outgoing stream: every member goes."""
+        group = members.get(m)
+        if group is None:
+            out_left[m] = 1
+            go_out(m, t)
+        else:
+            out_left[m] = len(group)
+            for x in group:
+                go_out(x, t)
 
     for ci in range(n_core):
         try_start(ci, 0, CAUSE_NONE, -1)
@@ -255,12 +270,15 @@ def run(p: Prepared) -> RawRun:
                     arrive[m] = t
                     pending[msg_dst[m]] -= 1
                 elif streams:
+                    if lead[m] != m:
+                        continue  # goes with its broadcast's first message
                     s_ci = msg_src_ci[m]
-                    if out_used[s_ci] >= max_st:
+                    c = cap[s_ci]
+                    if c and out_used[s_ci] >= c:
                         out_wait[s_ci].append(m)
                     else:
                         out_used[s_ci] += 1
-                        go_out(m, t)
+                        stream_out(m, t)
                 else:
                     go_out(m, t)
             try_start(ci, t, CAUSE_ACTOR, a)
@@ -270,10 +288,13 @@ def run(p: Prepared) -> RawRun:
             pending[d] -= 1
             if streams:
                 s_ci = msg_src_ci[m]
-                out_used[s_ci] -= 1
-                if out_wait[s_ci]:
-                    out_used[s_ci] += 1
-                    go_out(out_wait[s_ci].popleft(), t)
+                L = lead[m]
+                out_left[L] -= 1
+                if out_left[L] == 0:  # the last of its broadcast: the stream is free
+                    out_used[s_ci] -= 1
+                    if out_wait[s_ci]:
+                        out_used[s_ci] += 1
+                        stream_out(out_wait[s_ci].popleft(), t)
                 d_ci = msg_dst_ci[m]
                 in_used[d_ci] -= 1
                 if in_wait[d_ci]:

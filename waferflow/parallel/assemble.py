@@ -518,15 +518,20 @@ class _Assembler:
 
     def _residency(self, order: dict[int, list[int]]) -> None:
         spec_of = {aid: spec for spec, aid in zip(self.p.actors, self.compute_id, strict=True)}
+        host = self.wafer.host is not None
         for core in sorted(order):
             first: dict[str, tuple[int, int, str]] = {}
-            last_user: dict[str, int] = {}
+            # what the host streams in: per source, or per micro-batch of a source split
+            # along mb (a batch input): (first reader, bytes), and the last reader
+            sent: dict[tuple[str, int], tuple[int, int]] = {}
+            last_user: dict[tuple[str, int], int] = {}
             for aid in order[core]:
                 spec = spec_of.get(aid)
                 if spec is None:
                     continue
                 for op in spec.group.ops:
                     osh = self.p.sharding.ops[op]
+                    per_mb = self.p.info[op].mode is MbMode.PER_MB
                     for v, s in zip(op.operands, osh.inputs, strict=True):
                         root = root_value(v)
                         src = root.producer
@@ -534,19 +539,29 @@ class _Assembler:
                             continue
                         nbytes = value_bytes(v, s, instance_degrees(self.p.mesh, False))
                         cat = _category(src, op)
-                        last_user[root.name] = aid
                         have = first.get(root.name)
                         if have is None or have[1] < nbytes:
                             first[root.name] = (have[0] if have else aid, nbytes, cat)
+                        if not host:
+                            continue
+                        inst = -1
+                        if per_mb and not isinstance(s.get(MeshAxis.MB), Replicated):
+                            inst = spec.instance
+                            nbytes = value_bytes(v, s, instance_degrees(self.p.mesh, True))
+                        key = (root.name, inst)
+                        last_user[key] = aid
+                        got = sent.get(key)
+                        if got is None or got[1] < nbytes:
+                            sent[key] = (got[0] if got else aid, nbytes)
             for name, (aid, nbytes, cat) in first.items():
                 self.acts[aid].mem_bytes += nbytes
                 self.meta[aid].resident.append((name, nbytes, cat))
-                if self.wafer.host is not None:
-                    last = last_user[name]
-                    self.host.append(
-                        HostTransfer(aid, nbytes, name, last_use=-1 if last == aid else last)
-                    )
-        if self.wafer.host is not None:
+            for (name, _), (aid, nbytes) in sent.items():
+                last = last_user[(name, _)]
+                self.host.append(
+                    HostTransfer(aid, nbytes, name, last_use=-1 if last == aid else last)
+                )
+        if host:
             self._host_outputs()
 
     def _host_outputs(self) -> None:
