@@ -23,6 +23,7 @@ from collections import deque
 from dataclasses import dataclass
 from heapq import heappop, heappush
 
+from waferflow.backend_sim.memory import MemoryRun
 from waferflow.backend_sim.network import Prepared
 from waferflow.errors import PlanError
 
@@ -38,6 +39,7 @@ CAUSE_NONE = 0  # at time zero
 CAUSE_ACTOR = 1  # the previous actor on the core finished (id = that actor)
 CAUSE_MESSAGE = 2  # an input message arrived (id = the message)
 CAUSE_BUFFER = 3  # an output buffer was freed by a delivery (id = the message)
+CAUSE_MEMORY = 4  # memory was freed ([memory] model), so it could be admitted
 
 
 @dataclass(slots=True)
@@ -54,6 +56,7 @@ class RawRun:
     occ_start: list[list[int]]  # per message, per hop: first packet starts on the link
     occ_end: list[list[int]]  # per message, per hop: last packet leaves the link
     events: int
+    mem_peak: list[int] | None = None  # per plan core, bytes ([memory] model only)
 
 
 def run(p: Prepared) -> RawRun:
@@ -130,6 +133,10 @@ def run(p: Prepared) -> RawRun:
     out_wait: list[deque[int]] = [deque() for _ in range(n_core)]
     in_wait: list[deque[int]] = [deque() for _ in range(n_core)]
 
+    mem = MemoryRun(p, p.mem) if p.mem is not None else None
+    admitted = mem.admitted if mem is not None else []
+    parked: list[list[int]] = [[] for _ in range(n_act)] if mem is not None else []
+
     free = [0] * p.n_links  # when each link finishes its last reserved packet
     heap: list[tuple] = []
     push = heappush
@@ -147,6 +154,8 @@ def run(p: Prepared) -> RawRun:
             return
         a = oc[i]
         if pending[a]:
+            return
+        if mem is not None and not admitted[a]:
             return
         if needs_buf[a]:
             if bufs_free[ci] == 0:
@@ -170,6 +179,9 @@ def run(p: Prepared) -> RawRun:
 
     def request_in(m: int, t: int) -> None:
         """Message m asks its destination for an incoming stream at t."""
+        if mem is not None and not admitted[msg_dst[m]]:
+            parked[msg_dst[m]].append(m)  # no receive buffer yet
+            return
         if streams:
             d = msg_dst_ci[m]
             c = cap[d]
@@ -201,7 +213,26 @@ def run(p: Prepared) -> RawRun:
             for x in group:
                 go_out(x, t)
 
+    def resend_at(m: int, t: int) -> int:
+        """The first resent req of waiting message m at or after t."""
+        if handshake and retry > 0:
+            r0 = req_at[m]
+            return r0 + -(-(t - r0) // retry) * retry
+        return t
+
+    def admit(ci: int, t: int) -> None:
+        """Admit what memory and the window allow on core ci; wake their messages."""
+        assert mem is not None
+        for a in mem.admit(ci, -1 if running[ci] else ptr[ci]):
+            waiting = parked[a]
+            if waiting:
+                parked[a] = []
+                for m in waiting:
+                    request_in(m, resend_at(m, t))
+
     for ci in range(n_core):
+        if mem is not None:
+            admit(ci, 0)
         try_start(ci, 0, CAUSE_NONE, -1)
 
     while heap:
@@ -281,6 +312,9 @@ def run(p: Prepared) -> RawRun:
                         stream_out(m, t)
                 else:
                     go_out(m, t)
+            if mem is not None:
+                mem.on_end(a, rem_out[a])
+                admit(ci, t)
             try_start(ci, t, CAUSE_ACTOR, a)
         elif hop == _ARRIVE:
             arrive[m] = t
@@ -300,19 +334,19 @@ def run(p: Prepared) -> RawRun:
                 if in_wait[d_ci]:
                     in_used[d_ci] += 1
                     m2 = in_wait[d_ci].popleft()
-                    if handshake and retry > 0:
-                        # the waiting producer resends req every `retry`; the next one wins
-                        r0 = req_at[m2]
-                        tg = r0 + -(-(t - r0) // retry) * retry
-                    else:
-                        tg = t
-                    grant(m2, tg)
+                    # the waiting producer resends req every `retry`; the next one wins
+                    grant(m2, resend_at(m2, t))
             src = msg_src[m]
             rem_out[src] -= 1
             if rem_out[src] == 0 and needs_buf[src]:
                 s_ci = msg_src_ci[m]
                 bufs_free[s_ci] += 1
                 try_start(s_ci, t, CAUSE_BUFFER, m)
+            if mem is not None:
+                s_ci = msg_src_ci[m]
+                mem.on_delivered(src, rem_out[src])
+                admit(s_ci, t)
+                try_start(s_ci, t, CAUSE_MEMORY, -1)
             if pending[d] == 0:
                 try_start(msg_dst_ci[m], t, CAUSE_MESSAGE, m)
         else:  # _REQ
@@ -320,9 +354,13 @@ def run(p: Prepared) -> RawRun:
 
     if ended < n_act:
         stuck = [a for a in range(n_act) if end[a] < 0][:5]
+        why = ""
+        if mem is not None:
+            short = [x for x in (mem.stuck(ci) for ci in range(len(p.cores))) if x]
+            why = f"; memory: {'; '.join(short[:3])}" if short else ""
         raise PlanError(
             f"simulation stopped with {n_act - ended} actor(s) never run (e.g. {stuck}); "
-            "the plan deadlocks"
+            f"the plan deadlocks{why}"
         )
     return RawRun(
         start=start,
@@ -335,4 +373,5 @@ def run(p: Prepared) -> RawRun:
         occ_start=occ_start,
         occ_end=occ_end,
         events=seq,
+        mem_peak=mem.peak_bytes() if mem is not None else None,
     )

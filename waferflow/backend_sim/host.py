@@ -44,7 +44,7 @@ def add_host(p: Prepared, plan: Plan, wafer: Wafer) -> None:
     links: dict[tuple[int, int], int] = {}
     out = [list(x) for x in p.out_msgs] + [[], []]
 
-    def message(src: int, dst: int, nbytes: int, core: int, to_host: bool) -> None:
+    def message(src: int, dst: int, nbytes: int, core: int, to_host: bool, reader: int) -> None:
         key = (core, 1 if to_host else 0)
         li = links.get(key)
         if li is None:
@@ -63,12 +63,14 @@ def add_host(p: Prepared, plan: Plan, wafer: Wafer) -> None:
         p.msg_ser_last.append((duration_ps(last, bw),))
         p.msg_npk.append(n)
         p.msg_lead.append(m)
+        p.msg_bytes.append(nbytes)
+        p.msg_last_use.append(reader)
         out[src].append(m)
 
     for h in ins:
-        message(source, h.actor, h.bytes, p.cores[p.actor_ci[h.actor]], False)
+        message(source, h.actor, h.bytes, p.cores[p.actor_ci[h.actor]], False, h.last_use)
     for h in outs:
-        message(h.actor, sink, h.bytes, p.cores[p.actor_ci[h.actor]], True)
+        message(h.actor, sink, h.bytes, p.cores[p.actor_ci[h.actor]], True, -1)
     p.out_msgs = [tuple(x) for x in out]
 
 

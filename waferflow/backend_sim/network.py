@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from waferflow.backend_sim.config import SimConfig
 from waferflow.backend_sim.costs import (
@@ -20,6 +21,9 @@ from waferflow.backend_sim.costs import (
 )
 from waferflow.errors import PlanError
 from waferflow.ir.plan import Plan, verify_plan
+
+if TYPE_CHECKING:
+    from waferflow.backend_sim.memory import MemPlan
 from waferflow.ir.target.wafer import Coord, LinkSpec, Wafer
 from waferflow.mapper.routing import adjacent, link_is_dead, route
 
@@ -98,6 +102,9 @@ class Prepared:
     msg_lead: list[int] = field(default_factory=list)
     lead_members: dict[int, tuple[int, ...]] = field(default_factory=dict)
     stream_cap: list[int] = field(default_factory=list)  # per local core (0: unlimited)
+    msg_bytes: list[int] = field(default_factory=list)  # payload per message
+    msg_last_use: list[int] = field(default_factory=list)  # last reader of a receive buffer
+    mem: MemPlan | None = None  # the wafer's [memory] model (backend_sim.memory)
     n_plan_actors: int = 0
     n_plan_msgs: int = 0
     n_plan_links: int = 0
@@ -251,6 +258,8 @@ def prepare(plan: Plan, wafer: Wafer, config: SimConfig) -> Prepared:
         msg_lead=lead,
         lead_members={L: tuple(ids) for L, ids in members.items() if len(ids) > 1},
         stream_cap=[flow.max_streams] * len(cores),
+        msg_bytes=[m.bytes for m in plan.messages],
+        msg_last_use=[m.last_use for m in plan.messages],
         n_plan_actors=len(actors),
         n_plan_msgs=n_msgs,
         n_plan_links=len(link_src),
@@ -259,6 +268,10 @@ def prepare(plan: Plan, wafer: Wafer, config: SimConfig) -> Prepared:
         from waferflow.backend_sim.host import add_host
 
         add_host(prepared, plan, wafer)
+    if wafer.memory is not None:
+        from waferflow.backend_sim.memory import plan_memory
+
+        prepared.mem = plan_memory(prepared, plan, wafer.memory, wafer.sram_bytes)
     return prepared
 
 

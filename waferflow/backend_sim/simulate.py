@@ -52,7 +52,9 @@ def _assemble(plan: Plan, wafer: Wafer, p: Prepared, raw: RawRun) -> SimResult:
         0 if p.msg_local[m] else raw.arrive[m] - raw.data_start[m] - uncontended_transit(p, m)
         for m in range(n_msg)
     )
-    peaks = peak_memory(plan, p, raw.start, raw.end, raw.data_start, raw.arrive)
+    peaks = raw.mem_peak
+    if peaks is None:
+        peaks = peak_memory(plan, p, raw.start, raw.end, raw.data_start, raw.arrive)
     comp, comm, idle = core_breakdown(p, step, raw.start, raw.end, raw.cause_kind)
     cols = wafer.cols
     n_per_core = [len(ids) for ids in p.order]
