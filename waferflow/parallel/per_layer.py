@@ -72,12 +72,11 @@ def resolve(graph: Graph, plan: ParallelPlan) -> ParallelPlan:
             plan,
             layers=plan.layers + LayerMode.SINGLE.value * (len(weighted) - len(plan.layers)),
             cut=StageCut.LAYER,
-            pp=plan.pp if plan.pp > 1 else 0,
             grad_reduce=plan.grad_reduce if "grad_reduce" in given else GradReduce.ROOT,
             algo=plan.algo if "algo" in given else CollectiveAlgo.ROOT,
             schedule=plan.schedule if "schedule" in given else PipelineSchedule.GPIPE,
         )
-    if plan.pp not in (0, n):
+    if plan.pp not in (0, 1, n):  # 0 or 1 (the default): take it from the model
         raise PlanError(
             f"plan {plan}: cut=layer makes one stage per layer and @{graph.name} has {n} "
             f"layers; leave pp out (or pp={n})"

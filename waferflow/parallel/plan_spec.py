@@ -25,7 +25,7 @@ Keys (``_`` and ``-`` are interchangeable; ``mb`` is short for ``microbatches``)
 ``cut``               how the forward pass is cut into ``pp`` stages: ``balanced``
                       (default: contiguous, the slowest stage as fast as possible) or
                       ``layer`` (one stage per layer, ``pp`` = the number of layers;
-                      ``pp=0`` or no ``pp``: take it from the model)
+                      without ``pp`` (or with 0 or 1) it is taken from the model)
 ====================  ====================================================================
 
 The seed machine's plans are spelled as the seed spells them, and mean the same on

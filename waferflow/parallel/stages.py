@@ -115,8 +115,9 @@ def layer_modes(graph: Graph, plan: ParallelPlan) -> dict[int, LayerMode]:
         listed = ", ".join(k or "(top level)" for k in keys)
         raise PlanError(
             f"layers={plan.layers!r} has {len(plan.layers)} letter(s) but @{graph.name} has "
-            f"{len(keys)} layer(s) with weights: {listed}; give one letter (d, t or r) per "
-            "layer, in this order"
+            f"{len(keys)} layer(s) with weights: {listed}; give one letter (d, t, r or s) per "
+            "layer, in this order (or fewer, for the seed machine's per-layer form: the "
+            "layers after them on one rank each)"
         )
     mode_of = dict(zip(keys, plan.layer_modes(), strict=True))
     out: dict[int, LayerMode] = {}

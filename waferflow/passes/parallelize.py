@@ -23,6 +23,7 @@ from waferflow.parallel.plan_spec import (
     Granularity,
     ParallelPlan,
     PipelineSchedule,
+    StageCut,
     parse_plan,
 )
 from waferflow.passes.base import Pass, PassContext, option
@@ -48,6 +49,7 @@ class Parallelize(Pass):
     group: Granularity = option(Granularity.MODULE, "ops per actor: op, module or layer")
     overlap: bool = option(True, "interleave gradient reduction with the backward")
     span: int = option(SPAN_AUTO, "each rank runs on span x span nodes (0: auto)")
+    cut: StageCut = option(StageCut.BALANCED, "pipeline stages: balanced, or one per layer")
     plan: str = option("", 'the whole plan as one string, e.g. "dp=2,tp=4" (overrides)')
 
     def spec(self) -> ParallelPlan:
