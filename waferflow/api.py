@@ -29,7 +29,7 @@ from waferflow.ir.graph import Graph
 from waferflow.ir.parser import parse_graph
 from waferflow.ir.plan import Plan, plan_from_json, plan_to_json, verify_plan
 from waferflow.ir.summary import human_bytes
-from waferflow.ir.target import Wafer, get_wafer
+from waferflow.ir.target import Topology, Wafer, get_wafer
 from waferflow.ir.target.toml_io import parse_wafer_toml, wafer_to_toml
 from waferflow.passes import DEFAULT_PIPELINE, PassContext, PassManager, parse_pipeline
 from waferflow.passes.lower_plan import lower_to_plan
@@ -262,7 +262,8 @@ def compile(
     ``coarsen=k`` plans on the k x k coarse view. ``passes`` overrides the pipeline.
     ``plan`` is a parallel plan (``"dp=2,tp=4,pp=2,microbatches=4"``) or ``"auto"``
     (searched: ``waferflow.parallel.search``, kept in ``CompiledPlan.search``); ``place`` is
-    ``"auto"`` (CP-SAT for parallel plans, the snake otherwise), ``"cpsat"`` or ``"none"``
+    ``"auto"`` (CP-SAT for parallel plans, the snake otherwise; the default layout on a
+    crossbar, where placement changes nothing), ``"cpsat"`` or ``"none"``
     (the default strip layout), with ``place_time`` deterministic CP-SAT seconds and
     ``seed``: the same inputs and seed give the same plan, byte for byte.
     """
@@ -304,7 +305,7 @@ def compile(
     if is_auto(plan):
         with _timed(timings, "plan search", progress):
             plan, search = resolve_plan(graph, w, plan)  # PlanError when no candidate fits
-    method = _placement_method(place, plan)
+    method = _placement_method(place, plan, w)
     if method not in ("cpsat", "none"):
         raise WaferflowError(f"place={place!r}: use 'auto', 'cpsat' or 'none'")
     if plan and method == "cpsat":
@@ -349,11 +350,13 @@ def compile(
     )
 
 
-def _placement_method(place: str | None, plan: str | None) -> str:
+def _placement_method(place: str | None, plan: str | None, wafer: Wafer) -> str:
     """``auto``: CP-SAT for parallel plans; the snake for the naive one-actor-per-op
-    lowering (placing thousands of actors is opt-in: ``place="cpsat"``)."""
+    lowering (placing thousands of actors is opt-in: ``place="cpsat"``); and the
+    default layout on a crossbar, where every pair of cores has a link of its own, so
+    that no placement is better than another."""
     if place in (None, "auto"):
-        return "cpsat" if plan else "none"
+        return "cpsat" if plan and wafer.topology is not Topology.CROSSBAR else "none"
     return place
 
 

@@ -52,6 +52,11 @@ class ParallelState:
     memory: MemoryReport | None = None
     diagnostics: list[str] = field(default_factory=list)
 
+    @property
+    def ranks(self) -> int:
+        """Cores the plan runs on (stages of different widths counted exactly)."""
+        return sum(self.stages.widths) if self.stages.widths else self.plan.num_ranks
+
 
 @dataclass(frozen=True)
 class ParallelResult:
@@ -262,7 +267,7 @@ def make_result(
         diagnostics=tuple(state.diagnostics),
         model_flops=model_flops,
         wafer=state.wafer,
-        span_note=state.span.describe(state.plan.num_ranks) if state.span else "",
+        span_note=state.span.describe(state.ranks) if state.span else "",
     )
 
 

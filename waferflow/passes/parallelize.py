@@ -68,7 +68,7 @@ class Parallelize(Pass):
         wafer = ctx.require_wafer(self.name)
         state = parallelize(graph, wafer, self.spec())
         if state.span is not None and state.span.span > 1:
-            ctx.note(self.name, state.span.describe(state.plan.num_ranks))
+            ctx.note(self.name, state.span.describe(state.ranks))
             ctx.wafer = state.wafer  # later passes work on the view the plan runs on
         for note in state.diagnostics:
             ctx.warn(self.name, note)
