@@ -193,6 +193,14 @@ def _with_streams(wafer, ports: int | None):  # (Wafer, int) -> Wafer
     return dataclasses.replace(wafer, flow=dataclasses.replace(wafer.flow, max_streams=ports))
 
 
+def _is_seed_like(wafer) -> bool:  # (Wafer) -> bool
+    """A wafer the seed's program format can run on: a crossbar with req/ack."""
+    from waferflow.ir.target import Topology
+
+    flow = wafer.flow
+    return wafer.topology is Topology.CROSSBAR and flow is not None and flow.handshake
+
+
 def _emit_seed(args: argparse.Namespace, compiled) -> str:  # (.., CompiledPlan) -> path
     """``--emit amcoda``: the seed machine's experiment folder for the compiled plan."""
     from waferflow.backend_amcoda.from_plan import seed_programs
@@ -251,6 +259,12 @@ def cmd_compile(args: argparse.Namespace) -> int:
         raise WaferflowError(f"--emit {args.emit} needs --emit-dir DIR (the experiment folder)")
     if args.emit and args.mode != "train":
         raise WaferflowError("--emit amcoda writes training programs: add --mode train")
+    if args.emit and not _is_seed_like(wafer):
+        raise WaferflowError(
+            f"--emit amcoda writes programs for the seed machine, a crossbar with req/ack "
+            f"flow control; {wafer.name} is not one (use --wafer amcoda, or a TOML with "
+            'preset = "amcoda")'
+        )
 
     compiled = wf_compile(
         args.model,
