@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import heapq
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -135,6 +136,15 @@ class SimResult:
             if c.core == core:
                 return c
         raise KeyError(f"core {core} runs no actor in plan {self.plan.name!r}")
+
+    def memory_rate(self, cores: Sequence[int] | None = None) -> float:
+        """The mean over ``cores`` (default: every core that runs actors) of each core's
+        peak memory as a share of its SRAM: the seed machine's "average maximum
+        allocation rate" when ``cores`` are those of its conv layers."""
+        w = self.wafer
+        stats = [self.core_stat(c) for c in cores] if cores is not None else list(self.cores)
+        rates = [c.peak_mem_bytes / w.core_sram_bytes(c.coord) for c in stats]
+        return sum(rates) / len(rates) if rates else 0.0
 
     def actor_span(self, actor_id: int) -> tuple[float, float]:
         """(start, end) of an actor in seconds."""
