@@ -222,7 +222,9 @@ def print_table(rows: list[dict[str, object]], conv_names: list[str], mem_ports:
     print("weight-gradient CONV (they hold 8 samples); 'batch' is the plan as described.")
     print("lost: the published run loses an ALU completion (hazard (b)); actor 6 never finishes.")
     if any(r["matched_completions"] for r in rows):
-        print("*: the authors' template loses an ALU completion at this MemWidth; 'batch' times its")
+        print(
+            "*: the authors' template loses an ALU completion at this MemWidth; 'batch' times its"
+        )
         print("   programs with each completion given to its op (the guarded program: see --json).")
     print()
     print("Average maximum allocation rate of the conv layers' cores (peak / 32 MiB):")
@@ -231,7 +233,11 @@ def print_table(rows: list[dict[str, object]], conv_names: list[str], mem_ports:
         g = r["general"]
         gen = g["alloc_rate"] if isinstance(g, dict) else None
         pub_rate = r["published_alloc_rate"]
-        vs = f"{(gen - pub_rate) / pub_rate:+16.1%}" if gen is not None and pub_rate else f"{'-':>16}"
+        vs = (
+            f"{(gen - pub_rate) / pub_rate:+16.1%}"
+            if gen is not None and pub_rate
+            else f"{'-':>16}"
+        )
         gtxt = f"{gen:9.3f}" if gen is not None else f"{'-':>9}"
         ptxt = f"{pub_rate:11.3f}" if pub_rate else f"{'-':>11}"
         print(f"{r['plan']:<8}{gtxt}{r['alloc_rate']:8.3f}{ptxt}{vs}")

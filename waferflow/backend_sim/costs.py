@@ -98,9 +98,7 @@ def port_cycles(sizes: Sequence[int], ports: int, per_cycle: Fraction) -> int:
     return max(loads, default=0)
 
 
-def pass_cycles(
-    w: OpWork, wafer: Wafer, capacity: float = 1.0, dtype: DType = DType.F32
-) -> int:
+def pass_cycles(w: OpWork, wafer: Wafer, capacity: float = 1.0, dtype: DType = DType.F32) -> int:
     """Clock cycles of one datapath pass on the wafer's core model (``CoreModel``):
     read R, compute C, write W in whole cycles; ``R + C + W`` without overlap, else
     ``max(R, C, W)``; plus the fixed cycles."""

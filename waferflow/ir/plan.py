@@ -483,9 +483,7 @@ def plan_from_json(text: str, *, source: str = "<json>") -> Plan:
         _host_from(d, f"host[{i}]", source)
         for i, d in enumerate(_field(doc, "host", list, source, default=[]))
     )
-    plan = Plan(
-        name, wafer_name, actors, messages, tuple(order), tuple(notes), plan_source, host
-    )
+    plan = Plan(name, wafer_name, actors, messages, tuple(order), tuple(notes), plan_source, host)
     verify_plan(plan)
     return plan
 
@@ -547,7 +545,9 @@ def _actor_from(d: Any, where: str, source: str) -> Actor:
 
 
 def _ints(v: Any, label: str, source: str) -> tuple[int, ...]:
-    if not isinstance(v, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+    if not isinstance(v, list) or not all(
+        isinstance(x, int) and not isinstance(x, bool) for x in v
+    ):
         raise VerificationError(f"{source}: {label} must be a list of ints")
     return tuple(v)
 

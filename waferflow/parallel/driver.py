@@ -16,10 +16,10 @@ from waferflow.ir.graph import Graph, Op, Value
 from waferflow.ir.opkind import OpKind
 from waferflow.ir.plan import Plan, verify_plan
 from waferflow.ir.target.wafer import Wafer
+from waferflow.parallel import per_layer
 from waferflow.parallel.assemble import ActorMeta, CollectiveRecord, assemble
 from waferflow.parallel.build import Program, build_program
 from waferflow.parallel.insert import InsertedCollective, insert_collectives
-from waferflow.parallel import per_layer
 from waferflow.parallel.layout import Layout, strip_layout
 from waferflow.parallel.memory import MemoryReport, check_fits, plan_memory
 from waferflow.parallel.plan_spec import (

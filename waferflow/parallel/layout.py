@@ -49,8 +49,7 @@ class Layout:
         if [len(s) for s in self.cores] != want:
             shape = f"{pp} stage(s) of {ranks} rank(s)" if not widths else f"stages of {want}"
             raise PlanError(
-                f"layout lists {[len(s) for s in self.cores]} ranks per stage; the plan has "
-                f"{shape}"
+                f"layout lists {[len(s) for s in self.cores]} ranks per stage; the plan has {shape}"
             )
         flat = self.all_cores()
         if len(set(flat)) != len(flat):

@@ -65,9 +65,7 @@ def resolve(graph: Graph, plan: ParallelPlan) -> ParallelPlan:
         return plan
     n = max(layer_of_units(graph, forward_units(graph)), default=-1) + 1
     if seed_form:
-        given = {
-            f.name for f in fields(ParallelPlan) if getattr(plan, f.name) != _default(f.name)
-        }
+        given = {f.name for f in fields(ParallelPlan) if getattr(plan, f.name) != _default(f.name)}
         plan = replace(
             plan,
             layers=plan.layers + LayerMode.SINGLE.value * (len(weighted) - len(plan.layers)),

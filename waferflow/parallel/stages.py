@@ -262,9 +262,7 @@ def assign_stages(graph: Graph, wafer: Wafer, plan: ParallelPlan) -> StageAssign
     for c, s in zip(cost, unit_stage, strict=True):
         stage_cost[s] += c
     stage_of = {op: stage[i] for i, op in enumerate(graph.ops) if stage[i] >= 0}
-    return StageAssignment(
-        pp, tuple(units), tuple(unit_stage), stage_of, tuple(stage_cost), widths
-    )
+    return StageAssignment(pp, tuple(units), tuple(unit_stage), stage_of, tuple(stage_cost), widths)
 
 
 def _follow(

@@ -505,7 +505,9 @@ def _core(table: dict[str, Any], clock: float) -> CoreModel:
 
 def _memory(table: dict[str, Any], clock: float) -> MemoryModel:
     return MemoryModel(
-        block_bytes=quantity_int(table.get("block_bytes", 0), Kind.BYTES, "memory.block_bytes", clock),
+        block_bytes=quantity_int(
+            table.get("block_bytes", 0), Kind.BYTES, "memory.block_bytes", clock
+        ),
         lookahead=_int(table.get("lookahead", 0), "memory.lookahead"),
         first_fit=_bool(table.get("first_fit", False), "memory.first_fit"),
     )

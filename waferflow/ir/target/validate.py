@@ -201,9 +201,7 @@ def _memory(value: object) -> MemoryModel | None:
     if not isinstance(value.first_fit, bool):
         raise ConfigError(f"memory.first_fit must be true or false, got {value.first_fit!r}")
     if value.first_fit and value.block_bytes == 0:
-        raise ConfigError(
-            "memory.first_fit places buffers in blocks: give memory.block_bytes too"
-        )
+        raise ConfigError("memory.first_fit places buffers in blocks: give memory.block_bytes too")
     return value
 
 
