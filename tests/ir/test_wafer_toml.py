@@ -400,7 +400,9 @@ def test_example_file_is_valid_and_documented() -> None:
     assert w.dead_links == frozenset({((3, 3), (3, 4))})
     assert w.d2d_link == LinkSpec(5e10, 5e-9) and w.flow is not None and w.flow.handshake
     text = path.read_text()
-    for key in ("preset", "dead_cores_each_die", "random_dead_fraction", "coarsen_factor"):
+    assert w.core is not None and w.core.overlap and w.memory is not None and w.host is not None
+    for key in ("preset", "dead_cores_each_die", "random_dead_fraction", "coarsen_factor",
+                "[core.rates]", "lookahead", "first_fit", "[host]"):  # fmt: skip
         assert key in text  # every key of the schema is shown, if only in a comment
 
 

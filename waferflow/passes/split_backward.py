@@ -13,9 +13,12 @@ input), keeping every result value. A matmul layer's backward is traced as two
 can send its input gradient before it computes its weight gradient, as the seed
 machine's programs do (CONV bp, then CONV divw).
 
-FLOPs: PyTorch's counter gives the input and weight gradients the same count; the
-op's FLOPs are split in proportion to the products computed. Bytes: each part reads
-the operands it uses and writes its results.
+Costs are split, not duplicated, so that the step costs what it cost before: FLOPs in
+proportion to the products computed (PyTorch's counter gives the input and weight
+gradients the same count), bytes read as the input gradient's part (the output
+gradient and the weight) and the rest, bytes written as each part's results. A core
+model times each part from its own operands (``ir.work.op_work``), which is where
+reading the output gradient twice shows.
 """
 
 from __future__ import annotations
@@ -62,11 +65,12 @@ def _split(graph: Graph, op: Op) -> None:
     grad_in, *params = op.results
     main = 1 + int(mask[1])  # products the op's FLOPs count: grad_in, and grad_w if asked
     f_in = op.cost.flops // main
+    read_in = min(op.cost.bytes_read, grad_out.type.nbytes + w.type.nbytes)
     first = replace(
         op,
         results=(grad_in,),
         attrs=op.attrs.with_(output_mask=(True, False, False)),
-        cost=Cost(f_in, grad_out.type.nbytes + w.type.nbytes, grad_in.type.nbytes),
+        cost=Cost(f_in, read_in, grad_in.type.nbytes),
     )
     grad_in.producer = first
     graph.replace_op(
@@ -75,8 +79,8 @@ def _split(graph: Graph, op: Op) -> None:
         attrs=op.attrs.with_(output_mask=(False, mask[1], mask[2])),
         cost=Cost(
             op.cost.flops - f_in,
-            grad_out.type.nbytes + x.type.nbytes,
-            sum(p.type.nbytes for p in params),
+            op.cost.bytes_read - read_in,
+            op.cost.bytes_written - min(op.cost.bytes_written, grad_in.type.nbytes),
         ),
     )
     rest = next(o for o in graph.ops if o.results and o.results[0] is params[0])
