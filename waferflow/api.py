@@ -308,6 +308,19 @@ def compile(
     method = _placement_method(place, plan, w)
     if method not in ("cpsat", "none"):
         raise WaferflowError(f"place={place!r}: use 'auto', 'cpsat' or 'none'")
+    extra_notes: list[str] = []
+    if plan and method == "cpsat" and not uniform_stages(graph, plan):
+        if place == "cpsat":
+            raise PlanError(
+                f"plan {plan!r} has stages with different numbers of ranks (a per-layer "
+                "plan), which the CP-SAT floorplan does not place yet; use place='none' "
+                "(the default layout)"
+            )
+        method = "none"
+        extra_notes.append(
+            "placement: the default layout (the plan's stages have different numbers of "
+            "ranks, which the CP-SAT floorplan does not place yet)"
+        )
     if plan and method == "cpsat":
         from waferflow.passes.place import place_parallel
 
@@ -343,7 +356,7 @@ def compile(
         graph=graph,
         ir_snapshots=snapshots,
         timings=tuple(timings),
-        notes=tuple(str(d) for d in parallel.diagnostics) if parallel else (),
+        notes=(*(str(d) for d in parallel.diagnostics), *extra_notes) if parallel else (),
         parallel=parallel,
         placement=placement,
         search=search,
@@ -358,6 +371,15 @@ def _placement_method(place: str | None, plan: str | None, wafer: Wafer) -> str:
     if place in (None, "auto"):
         return "cpsat" if plan and wafer.topology is not Topology.CROSSBAR else "none"
     return place
+
+
+def uniform_stages(graph: Graph, plan: str) -> bool:
+    """Whether every pipeline stage of ``plan`` has the same number of ranks (what the
+    CP-SAT floorplan places); a per-layer plan with one-rank layers has not."""
+    from waferflow.parallel import per_layer
+    from waferflow.parallel.plan_spec import parse_plan
+
+    return len(set(per_layer.widths_of(graph, per_layer.resolve(graph, parse_plan(plan))))) <= 1
 
 
 def _place_options(time_limit: float, seed: int) -> Any:

@@ -229,7 +229,7 @@ def _add_place_args(p: argparse.ArgumentParser) -> None:
 def cmd_place(args: argparse.Namespace) -> int:
     from pathlib import Path as _Path
 
-    from waferflow.api import resolve_wafer
+    from waferflow.api import resolve_wafer, uniform_stages
     from waferflow.parallel.search import resolve_plan
     from waferflow.passes.place import place_compare
     from waferflow.passes.place_result import PlaceOptions
@@ -242,6 +242,12 @@ def cmd_place(args: argparse.Namespace) -> int:
     )
     graph = _trace_model(args)
     plan, search = resolve_plan(graph, wafer, args.plan)
+    if plan and not uniform_stages(graph, plan):
+        raise WaferflowError(
+            f"plan {plan!r} has stages with different numbers of ranks (a per-layer plan), "
+            "which the CP-SAT floorplan does not place yet; `waferflow compile --place none` "
+            "runs it on the default layout"
+        )
     if search is not None:
         print(search.table())
         print(search.summary())

@@ -155,3 +155,18 @@ def test_op_work_splits_a_convolution_backward_into_its_gradients() -> None:
         OpWork(OpKind.CONV_BACKWARD, 100, (20, 10), (3,)),
         OpWork(OpKind.CONV_BACKWARD, 0, (10,), (1,)),  # db reads dY
     )
+
+
+def test_per_layer_plans_on_a_mesh_keep_the_default_layout() -> None:
+    """The seed's plans mean the same on any wafer; stages of different widths are not
+    placed by CP-SAT yet: auto keeps the default layout and says so, cpsat refuses."""
+    import waferflow as wf
+
+    c = wf.compile("cnn:amcoda", wafer="mesh16x16", mode="train", plan="layers=dt,ways=2",
+                   batch=8)  # fmt: skip
+    assert c.placement is None and "default layout" in c.notes[-1]
+    assert [len(s) for s in c.parallel.layout.cores] == [2, 2, 1, 1, 1, 1]
+    assert c.simulate().step_time > 0
+    with pytest.raises(PlanError, match="does not place yet"):
+        wf.compile("cnn:amcoda", wafer="mesh16x16", mode="train", plan="layers=dt,ways=2",
+                   batch=8, place="cpsat")  # fmt: skip

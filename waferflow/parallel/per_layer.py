@@ -106,11 +106,19 @@ def stage_widths(plan: ParallelPlan, letters: Sequence[str]) -> tuple[int, ...]:
     return tuple(1 if x == LayerMode.SINGLE.value else plan.ranks_per_stage for x in letters)
 
 
+def widths_of(graph: Graph, plan: ParallelPlan) -> tuple[int, ...]:
+    """Ranks per stage of a resolved ``cut=layer`` plan (() for a balanced cut, whose
+    stages all have ``ranks_per_stage``)."""
+    if plan.cut is not StageCut.LAYER:
+        return ()
+    return stage_widths(plan, stage_letters(graph, plan, forward_units(graph)))
+
+
 def needed_ranks(graph: Graph, plan: ParallelPlan) -> tuple[int, str]:
     """Cores the plan needs, and how they are made up (for messages)."""
-    if plan.cut is not StageCut.LAYER:
+    widths = widths_of(graph, plan)
+    if not widths:
         return plan.num_ranks, f"{plan.ranks_per_stage} per stage x pp={plan.pp}"
-    widths = stage_widths(plan, stage_letters(graph, plan, forward_units(graph)))
     return sum(widths), f"stages of {'+'.join(map(str, widths))} rank(s)"
 
 
@@ -141,4 +149,5 @@ __all__ = [
     "single_ops",
     "stage_letters",
     "stage_widths",
+    "widths_of",
 ]
