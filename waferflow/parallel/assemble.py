@@ -24,7 +24,6 @@
 
 from __future__ import annotations
 
-import math
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -38,13 +37,13 @@ from waferflow.ir.target.wafer import Wafer
 from waferflow.ir.work import op_work
 from waferflow.parallel.build import ActorSpec, CollInstance, Item, MbMode, Program
 from waferflow.parallel.collective_lowering import KIND_OF, ScheduleCache, expand, wire
-from waferflow.parallel.plan_spec import CollectiveAlgo, StageCut
-from waferflow.parallel.redistribute import Region, pieces
+from waferflow.parallel.plan_spec import CollectiveAlgo
+from waferflow.parallel.redistribute import Region
 from waferflow.parallel.shardcost import instance_degrees, op_cost, value_bytes
 from waferflow.parallel.stages import layer_key, root_value
+from waferflow.parallel.transfers import BufKey, Transfers
 
 K = OpKind
-BufKey = tuple[str, int, int]  # (value name, rank, instance); instance -2: an accumulator
 
 
 @dataclass
@@ -102,7 +101,7 @@ def assemble(prog: Program, wafer: Wafer, algo: CollectiveAlgo | None = None) ->
     return _Assembler(prog, wafer, algo or prog.plan.algo).run()
 
 
-class _Assembler:
+class _Assembler(Transfers):
     def __init__(self, prog: Program, wafer: Wafer, algo: CollectiveAlgo) -> None:
         self.p = prog
         self.wafer = wafer
@@ -465,57 +464,6 @@ class _Assembler:
                 for m in ids:
                     self.bcast[m] = ids[0]
 
-    def _add_pass(self, aid: int, v: Value, parts: list[int]) -> None:
-        a = self.acts[aid]
-        elems = parts[0] // v.type.dtype.itemsize
-        a.work.insert(0, OpWork(K.ADD, elems * (len(parts) - 1), tuple(parts), (parts[0],)))
-        a.flops += elems * (len(parts) - 1)
-        a.bytes_read += sum(parts)
-        a.bytes_written += parts[0]
-
-    def _pieces(
-        self, op: Op, i: int, spec: ActorSpec, per_mb: bool
-    ) -> list[tuple[int, BufKey, int, Region, bool]]:
-        """(actor, buffer, bytes, region, partial) of every piece of operand ``i`` of
-        ``op`` that ``spec``'s rank reads: the producer's own instances on the same
-        rank, or, across the stages of a per-layer plan, the pieces the resharding
-        takes from the producing stage's ranks (``redistribute``)."""
-        v = op.operands[i]
-        root = root_value(v)
-        prod = root.producer
-        p = self.p
-        if (
-            prod is None
-            or prod.is_source
-            or p.plan.cut is not StageCut.LAYER
-            or p.info[prod].stage == spec.stage
-        ):
-            return [(a, k, b, (), False) for a, k, b in self._producers(op, v, spec.rank,
-                                                                        spec.instance, per_mb)]  # fmt: skip
-        held = p.sharding.of(v)
-        need = p.sharding.ops[op].inputs[i]
-        pi = p.info[prod]
-        prod_mb = pi.mode is MbMode.PER_MB
-        insts = ([spec.instance] if (per_mb and spec.instance >= 0) else list(range(self.m))
-                 ) if prod_mb else [-1]  # fmt: skip
-        holders = [r for r in range(p.stages.width(pi.stage, p.mesh.size))
-                   if any((prod, r, k) in p.producer for k in insts)]  # fmt: skip
-        acc = prod_mb and root.name in p.accumulators
-        if acc:
-            insts = insts[-1:]  # accumulated in place: the last instance holds the sum
-        size = v.type.nbytes // max(1, math.prod(v.type.shape))
-        scale = self.m if prod_mb and self.m > 1 else 1
-        out = []
-        for piece in pieces(v.type.shape, held, need, p.mesh, holders, spec.rank):
-            for k in insts:
-                it = p.producer.get((prod, piece.src_rank, k))
-                if it is None:
-                    continue
-                key = (f"{root.name}@{piece.src_rank}", spec.rank, -2 if acc else k)
-                nbytes = piece.elements * size // scale
-                out.append((self._item_actor(it), key, nbytes, piece.region, piece.partial))
-        return out
-
     def _residency(self, order: dict[int, list[int]]) -> None:
         spec_of = {aid: spec for spec, aid in zip(self.p.actors, self.compute_id, strict=True)}
         host = self.wafer.host is not None
@@ -563,35 +511,6 @@ class _Assembler:
                 )
         if host:
             self._host_outputs()
-
-    def _host_outputs(self) -> None:
-        """The step's results (updated weights, the loss) go to the host: from every
-        rank that holds a distinct part of one (a replicated copy is sent once)."""
-        p = self.p
-        for out in p.graph.outputs:
-            root = root_value(out)
-            prod = root.producer
-            if prod is None or prod.is_source or prod not in p.info:
-                continue
-            per_mb = p.info[prod].mode is MbMode.PER_MB
-            sh = p.sharding.of(root)
-            nbytes = value_bytes(root, sh, instance_degrees(p.mesh, per_mb))
-            insts = list(range(self.m)) if per_mb else [-1]
-            seen: set[tuple[int, ...]] = set()
-            for r in range(p.mesh.size):
-                cls = tuple(
-                    p.mesh.index(r, a)
-                    for a in (MeshAxis.DP, MeshAxis.TP)
-                    if not isinstance(sh.get(a), Replicated)
-                )
-                for k in insts:
-                    it = p.producer.get((prod, r, k))
-                    if it is None or (cls, k) in seen:
-                        continue
-                    seen.add((cls, k))
-                    self.host.append(
-                        HostTransfer(self._item_actor(it), nbytes, root.name, to_host=True)
-                    )
 
 
 def _span(cores: tuple[int, ...], cols: int) -> int:
