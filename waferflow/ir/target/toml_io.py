@@ -97,15 +97,8 @@ from typing import Any
 from waferflow.errors import ConfigError
 from waferflow.ir.dtypes import DType
 from waferflow.ir.target import catalog
-from waferflow.ir.target.parts import (
-    CORE_RATE_GROUPS,
-    Coord,
-    CoreModel,
-    FlowControl,
-    LinkSpec,
-    MemoryModel,
-    Topology,
-)
+from waferflow.ir.target.parts import CORE_RATE_GROUPS, Coord, FlowControl, LinkSpec, Topology
+from waferflow.ir.target.toml_core import core_memory_doc, parse_core, parse_memory
 from waferflow.ir.target.units import Kind, fmt_bytes, fmt_si, quantity_float, quantity_int
 from waferflow.ir.target.wafer import Wafer
 
@@ -423,8 +416,8 @@ def _build(
                 kwargs[key] = _int(value, path)
         flow = FlowControl(**kwargs)
 
-    core = _core(doc["core"], clock) if "core" in doc else None
-    memory = _memory(doc["memory"], clock) if "memory" in doc else None
+    core = parse_core(doc["core"], clock) if "core" in doc else None
+    memory = parse_memory(doc["memory"], clock) if "memory" in doc else None
     host = _link(doc["host"], "host", clock) if "host" in doc else None
 
     name = wt.get("name") if "name" in _table(user, "wafer") or base is None else None
@@ -474,43 +467,6 @@ def _build(
     elif "seed" in faults:
         raise ConfigError("faults.seed is given without faults.random_dead_fraction")
     return wafer
-
-
-def _bool(value: object, path: str) -> bool:
-    if not isinstance(value, bool):
-        raise ConfigError(f"{path} must be true or false, got {value!r}")
-    return value
-
-
-def _core(table: dict[str, Any], clock: float) -> CoreModel:
-    rates: list[tuple[str, float]] = []
-    for g, v in table.get("rates", {}).items():
-        path = f"core.rates.{g}"
-        inf = v == "inf" or (isinstance(v, float) and math.isinf(v) and v > 0)
-        rates.append((g, math.inf if inf else quantity_float(v, Kind.FLOPS, path, clock)))
-    return CoreModel(
-        overlap=_bool(table.get("overlap", True), "core.overlap"),
-        fixed_cycles=_int(table.get("fixed_cycles", 0), "core.fixed_cycles"),
-        read_ports=_int(table.get("read_ports", 1), "core.read_ports"),
-        write_ports=_int(table.get("write_ports", 1), "core.write_ports"),
-        port_bandwidth=quantity_float(
-            _required(table, "core.port_bandwidth", "bytes/s per port"),
-            Kind.BANDWIDTH,
-            "core.port_bandwidth",
-            clock,
-        ),
-        rates=tuple(rates),
-    )
-
-
-def _memory(table: dict[str, Any], clock: float) -> MemoryModel:
-    return MemoryModel(
-        block_bytes=quantity_int(
-            table.get("block_bytes", 0), Kind.BYTES, "memory.block_bytes", clock
-        ),
-        lookahead=_int(table.get("lookahead", 0), "memory.lookahead"),
-        first_fit=_bool(table.get("first_fit", False), "memory.first_fit"),
-    )
 
 
 def _each_die(value: object, rows: int, cols: int, die_rows: int, die_cols: int) -> set[Coord]:
@@ -576,24 +532,7 @@ def wafer_to_doc(w: Wafer) -> dict[str, Any]:
             "retry_cycles": f.retry_cycles,
             "max_streams": f.max_streams,
         }
-    if w.core is not None:
-        c = w.core
-        doc["core"] = {
-            "overlap": c.overlap,
-            "fixed_cycles": c.fixed_cycles,
-            "read_ports": c.read_ports,
-            "write_ports": c.write_ports,
-            "port_bandwidth": c.port_bandwidth,
-        }
-        if c.rates:
-            doc["core"]["rates"] = dict(c.rates)
-    if w.memory is not None:
-        m = w.memory
-        doc["memory"] = {
-            "block_bytes": m.block_bytes,
-            "lookahead": m.lookahead,
-            "first_fit": m.first_fit,
-        }
+    doc.update(core_memory_doc(w))
     if w.host is not None:
         doc["host"] = {"bandwidth": w.host.bandwidth, "latency": w.host.latency}
     return doc
