@@ -175,11 +175,13 @@ def test_first_fit_allocation_waits_for_a_contiguous_run() -> None:
 
 
 def test_lookahead_window_admits_the_next_actors_only() -> None:
-    """With a window of one actor, an actor's buffers are allocated only when the one
-    before it has retired (ended, its messages delivered): a1 at 110 ns, a2 and a3 at
-    220 ns (a1's message leaves at 110 ns). At most a2 and a3 are held at once."""
+    """With a window of one actor, core 1 admits r1 (allocates its receive buffer) only
+    once r0 has ended, at 110 ns: a1's message waits for it and arrives at 220 ns, not
+    210, and a3, which needs a1's block, starts then. Core 0's actors each enter the
+    window when the one before has ended."""
     res = simulate(_fragmenting_plan(), _allocator(lookahead=1))
-    assert res.actor_start_ps[:4] == (0, 110 * NS, 220 * NS, 220 * NS)
+    assert res.msg_data_start_ps[:2] == (0, 110 * NS)
+    assert res.actor_start_ps[:4] == (0, 0, 0, 220 * NS)
     assert res.core_stat(0).peak_mem_bytes == 300
 
 

@@ -179,9 +179,6 @@ def run(p: Prepared) -> RawRun:
 
     def request_in(m: int, t: int) -> None:
         """Message m asks its destination for an incoming stream at t."""
-        if mem is not None and not admitted[msg_dst[m]]:
-            parked[msg_dst[m]].append(m)  # no receive buffer yet
-            return
         if streams:
             d = msg_dst_ci[m]
             c = cap[d]
@@ -220,15 +217,36 @@ def run(p: Prepared) -> RawRun:
             return r0 + -(-(t - r0) // retry) * retry
         return t
 
+    def launch(m: int, t: int) -> None:
+        """Message (or broadcast) m is ready to go: take an outgoing stream, or queue.
+        With a memory model it first waits (holding no stream) until every destination
+        is admitted: it has nowhere to land before."""
+        if mem is not None:
+            for x in members.get(m, (m,)):
+                if not admitted[msg_dst[x]]:
+                    parked[msg_dst[x]].append(m)
+                    return
+        if streams:
+            s_ci = msg_src_ci[m]
+            c = cap[s_ci]
+            if c and out_used[s_ci] >= c:
+                out_wait[s_ci].append(m)
+            else:
+                out_used[s_ci] += 1
+                stream_out(m, t)
+        else:
+            for x in members.get(m, (m,)):
+                go_out(x, t)
+
     def admit(ci: int, t: int) -> None:
-        """Admit what memory and the window allow on core ci; wake their messages."""
+        """Admit what memory and the window allow on core ci; launch their messages."""
         assert mem is not None
         for a in mem.admit(ci, -1 if running[ci] else ptr[ci]):
             waiting = parked[a]
             if waiting:
                 parked[a] = []
                 for m in waiting:
-                    request_in(m, resend_at(m, t))
+                    launch(m, t)
 
     for ci in range(n_core):
         if mem is not None:
@@ -300,20 +318,10 @@ def run(p: Prepared) -> RawRun:
                     data_start[m] = t
                     arrive[m] = t
                     pending[msg_dst[m]] -= 1
-                elif streams:
-                    if lead[m] != m:
-                        continue  # goes with its broadcast's first message
-                    s_ci = msg_src_ci[m]
-                    c = cap[s_ci]
-                    if c and out_used[s_ci] >= c:
-                        out_wait[s_ci].append(m)
-                    else:
-                        out_used[s_ci] += 1
-                        stream_out(m, t)
-                else:
-                    go_out(m, t)
+                elif lead[m] == m:  # a broadcast goes with its first message
+                    launch(m, t)
             if mem is not None:
-                mem.on_end(a, rem_out[a])
+                mem.on_end(a)
                 admit(ci, t)
             try_start(ci, t, CAUSE_ACTOR, a)
         elif hop == _ARRIVE:
@@ -344,7 +352,7 @@ def run(p: Prepared) -> RawRun:
                 try_start(s_ci, t, CAUSE_BUFFER, m)
             if mem is not None:
                 s_ci = msg_src_ci[m]
-                mem.on_delivered(src, rem_out[src])
+                mem.on_delivered(src)
                 admit(s_ci, t)
                 try_start(s_ci, t, CAUSE_MEMORY, -1)
             if pending[d] == 0:

@@ -14,10 +14,12 @@ whole blocks (``block_bytes``). What frees them:
 * a buffer a recomputing consumer rebuilds (a local message with ``holds=False``) is
   allocated with that consumer and freed when it ends.
 
-An actor leaves the window (retires) once it has ended and its remote messages are
-delivered, and actors retire in order, as entries leave a reservation table. An
-actor can start only once admitted, and a message can be accepted only once its
-destination is admitted (its receive buffer exists). With ``first_fit`` every buffer
+An actor leaves the window once it has ended (its output buffer may stay allocated
+until its messages are delivered); actors end in their core's order, so the window
+always holds the next actor to run, and a plan that the messages and core orders do
+not deadlock does not deadlock for the window either. An actor can start only once
+admitted, and a message can be accepted only once its destination is admitted (its
+receive buffer exists). With ``first_fit`` every buffer
 is a contiguous run of blocks placed at the lowest free run, and an actor whose
 buffers do not fit waits (and the actors after it) until enough is freed; without,
 the peak is counted but nothing waits. Sources are resident from the start unless
@@ -135,7 +137,6 @@ class MemoryRun:
             self.admitted[a] = True
         self.adm_ptr = [0] * n_core
         self.ret_ptr = [0] * n_core
-        self.done = [False] * n_act  # ended and its remote messages delivered
         self.ended = [False] * n_act
 
     # -- allocation ---------------------------------------------------------------------
@@ -209,7 +210,9 @@ class MemoryRun:
         if self.hold[a] == 0:
             self._free(a)
 
-    def on_end(self, a: int, remote_left: int) -> None:
+    def on_end(self, a: int) -> None:
+        """Actor ``a`` ended: free what it was the last to need; it leaves the window
+        (actors end in their core's order, so the window's oldest goes)."""
         self.ended[a] = True
         if self.hold[a]:
             self._release_out(a)
@@ -217,37 +220,32 @@ class MemoryRun:
             self._release_out(src)
         for buf in self.frees_at_end[a]:
             self._free(buf)
-        if remote_left == 0:
-            self._retire(a)
+        self.ret_ptr[self.p.actor_ci[a]] += 1
 
-    def on_delivered(self, src: int, remote_left: int) -> None:
+    def on_delivered(self, src: int) -> None:
+        """A remote message of ``src`` was delivered."""
         if self.hold[src]:
             self._release_out(src)
-        if remote_left == 0 and self.ended[src]:
-            self._retire(src)
-
-    def _retire(self, a: int) -> None:
-        self.done[a] = True
-        ci = self.p.actor_ci[a]
-        order = self.p.order[ci]
-        k = self.ret_ptr[ci]
-        while k < len(order) and self.done[order[k]]:
-            k += 1
-        self.ret_ptr[ci] = k
 
     def peak_bytes(self) -> list[int]:
         return [b * self.block for b in self.peak[: len(self.p.cores)]]
 
     def stuck(self, ci: int) -> str:
+        """Why core ``ci`` admits no more actors ("" if it has admitted them all)."""
         order = self.p.order[ci]
         k = self.adm_ptr[ci]
         if k >= len(order):
             return ""
+        core = self.p.cores[ci]
+        if self.lookahead and k - self.ret_ptr[ci] >= self.lookahead:
+            return (
+                f"core {core}: its window of {self.lookahead} actors (memory.lookahead) is "
+                f"full, its oldest (actor {order[self.ret_ptr[ci]]}) has not ended"
+            )
         need = sum(n for _, n in self.bufs[order[k]])
         return (
-            f"core {self.p.cores[ci]}: actor {order[k]} waits for {need} block(s) of "
-            f"{self.block} bytes with {self.cap[ci] - self.used[ci]} of {self.cap[ci]} free"
+            f"core {core}: actor {order[k]} waits for {need} block(s) of {self.block} bytes "
+            f"with {self.cap[ci] - self.used[ci]} of {self.cap[ci]} free"
         )
-
 
 __all__ = ["MemPlan", "MemoryRun", "plan_memory"]

@@ -74,8 +74,8 @@ class MemoryModel:
     ``block_bytes``: buffers take whole blocks of this size (0: exact bytes).
     ``lookahead``: a core allocates the buffers of its next ``lookahead`` actors (in
     its order) ahead of time, as an issue window or reservation table does; an actor
-    leaves the window once it has ended and its remote outputs are delivered (0: a
-    buffer is allocated when its actor starts). ``first_fit``: buffers are contiguous
+    leaves the window once it has ended (0: a buffer is allocated when its actor
+    starts). ``first_fit``: buffers are contiguous
     runs of blocks placed first-fit, and an actor whose buffers do not fit waits until
     enough is freed (false: the peak is reported, never enforced)."""
 
