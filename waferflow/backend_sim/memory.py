@@ -248,4 +248,5 @@ class MemoryRun:
             f"with {self.cap[ci] - self.used[ci]} of {self.cap[ci]} free"
         )
 
+
 __all__ = ["MemPlan", "MemoryRun", "plan_memory"]

@@ -60,7 +60,7 @@ def _splittable(op: Op) -> bool:
 
 
 def _split(graph: Graph, op: Op) -> None:
-    grad_out, x, w = op.operands
+    grad_out, _, w = op.operands
     mask = _mask(op)
     grad_in, *params = op.results
     main = 1 + int(mask[1])  # products the op's FLOPs count: grad_in, and grad_w if asked
