@@ -150,7 +150,7 @@ def parallelize(graph: Graph, wafer: Wafer, spec: ParallelPlan | str) -> Paralle
     batch = batch_size(graph, plan)
     if plan.layers and batch % plan.ways:
         raise PlanError(f"ways={plan.ways} does not divide the batch {batch}")
-    modes = {**layer_modes(graph, plan), **per_layer.single_ops(graph, plan)}
+    modes = {**layer_modes(graph, plan), **per_layer.layer_ops(graph, plan)}
     sharding = propagate(graph, plan.mesh(), batch=batch, modes=modes)
     stages = assign_stages(graph, wafer, plan)
     return ParallelState(

@@ -10,7 +10,9 @@ conv3+relu3, pool (+ the flatten), fc, loss.
 Each stage has its own width: the ``ways`` ranks of its pattern letter (``d``, ``t``,
 ``r``), one rank for ``s``. A layer without weights takes the letter of the next
 layer that has one (else of the one before): the seed's pool before a one-rank fc
-runs on one rank. Without a pattern every stage has ``dp x tp`` ranks.
+runs on one rank. Every op of a layer runs as its letter says (a tensor-parallel
+conv layer's ReLU on its part's channels, as the seed's templates do). Without a
+pattern every stage has ``dp x tp`` ranks.
 
 The seed's spelling (``parse_plan`` reads ``pipe`` and ``gpipe=M``; ``resolve``
 completes the rest against the model): a pattern with fewer letters than the model
@@ -122,31 +124,34 @@ def needed_ranks(graph: Graph, plan: ParallelPlan) -> tuple[int, str]:
     return sum(widths), f"stages of {'+'.join(map(str, widths))} rank(s)"
 
 
-def single_ops(graph: Graph, plan: ParallelPlan) -> dict[int, LayerMode]:
-    """``SINGLE`` for every op of a one-rank layer that has no letter of its own (the
-    seed's pool and loss), by op index: they are replicated and run on one rank."""
+def layer_ops(graph: Graph, plan: ParallelPlan) -> dict[int, LayerMode]:
+    """The letter of every op of a ``cut=layer`` plan's layer that the pattern does not
+    name (``stages.layer_modes`` does those), by op index: the activation of a conv
+    layer runs as its conv does (a ``t`` layer's ReLU on the channels of its part),
+    the seed's pool and loss on one rank (``s``). Ops without a module (a flatten, the
+    loss function) follow their operands."""
     if plan.cut is not StageCut.LAYER or not plan.layers:
         return {}
     units = forward_units(graph)
     layer = layer_of_units(graph, units)
     letters = stage_letters(graph, plan, units)
     keyed = set(pattern_layers(graph))
-    single_keys = {
-        u.key for u, k in zip(units, layer, strict=True)
-        if letters[k] == LayerMode.SINGLE.value and u.key not in keyed
+    letter_of = {
+        u.key: letters[k] for u, k in zip(units, layer, strict=True)
+        if u.key and u.key not in keyed and letters[k]
     }  # fmt: skip
     out: dict[int, LayerMode] = {}
     for i, op in enumerate(graph.ops):
-        if not op.is_source and layer_key(op.prov.module) in single_keys and op.prov.module:
-            out[i] = LayerMode.SINGLE
+        letter = letter_of.get(layer_key(op.prov.module)) if op.prov.module else None
+        if letter and not op.is_source:
+            out[i] = LayerMode(letter)
     return out
-
 
 __all__ = [
     "layer_of_units",
     "needed_ranks",
     "resolve",
-    "single_ops",
+    "layer_ops",
     "stage_letters",
     "stage_widths",
     "widths_of",
