@@ -147,11 +147,12 @@ def layer_ops(graph: Graph, plan: ParallelPlan) -> dict[int, LayerMode]:
             out[i] = LayerMode(letter)
     return out
 
+
 __all__ = [
     "layer_of_units",
+    "layer_ops",
     "needed_ranks",
     "resolve",
-    "layer_ops",
     "stage_letters",
     "stage_widths",
     "widths_of",
