@@ -77,6 +77,12 @@ def test_per_layer_plan_structure(amcoda_cnn: Graph) -> None:
     assert [len(s) for s in r.layout.cores] == [2, 2, 1, 1, 1, 1]  # conv3 on one rank
     stages = {a.stage for a in r.plan.actors}
     assert stages == set(range(6))
+    # values move between stages by resharding; the only collective left is the d
+    # layers' gradient reduction to replica 0: a t layer's ReLU runs on its part's
+    # channels, also when the layer after it is data parallel (tdt)
+    for plan in ("layers=dt,ways=2", "layers=tdt,ways=2"):
+        got = build_parallel_plan(amcoda_cnn, AMCODA, plan)
+        assert {(c.kind, c.axis) for c in got.collectives} == {("reduce", "dp")}, plan
     # d -> t: each conv1 replica's half batch goes to both conv2 parts as one broadcast
     conv1_out = [m for m in r.plan.messages if m.bcast >= 0]
     assert len(conv1_out) == 4 and {m.bytes for m in conv1_out} == {32 * 16 * 56 * 56 * 2}
