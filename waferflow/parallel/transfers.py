@@ -65,16 +65,17 @@ class Transfers:
             or p.plan.cut is not StageCut.LAYER
             or p.info[prod].stage == spec.stage
         ):
-            return [(a, k, b, (), False) for a, k, b in self._producers(op, v, spec.rank,
-                                                                        spec.instance, per_mb)]  # fmt: skip
+            found = self._producers(op, v, spec.rank, spec.instance, per_mb)
+            return [(a, k, b, (), False) for a, k, b in found]
         held = p.sharding.of(v)
         need = p.sharding.ops[op].inputs[i]
         pi = p.info[prod]
         prod_mb = pi.mode is MbMode.PER_MB
-        insts = ([spec.instance] if (per_mb and spec.instance >= 0) else list(range(self.m))
-                 ) if prod_mb else [-1]  # fmt: skip
-        holders = [r for r in range(p.stages.width(pi.stage, p.mesh.size))
-                   if any((prod, r, k) in p.producer for k in insts)]  # fmt: skip
+        insts = [-1]
+        if prod_mb:
+            insts = [spec.instance] if per_mb and spec.instance >= 0 else list(range(self.m))
+        width = p.stages.width(pi.stage, p.mesh.size)
+        holders = [r for r in range(width) if any((prod, r, k) in p.producer for k in insts)]
         acc = prod_mb and root.name in p.accumulators
         if acc:
             insts = insts[-1:]  # accumulated in place: the last instance holds the sum
@@ -104,7 +105,7 @@ class Transfers:
             sh = p.sharding.of(root)
             nbytes = value_bytes(root, sh, instance_degrees(p.mesh, per_mb))
             insts = list(range(self.m)) if per_mb else [-1]
-            seen: set[tuple[int, ...]] = set()
+            seen: set[tuple[tuple[int, ...], int]] = set()
             for r in range(p.mesh.size):
                 cls = tuple(
                     p.mesh.index(r, a)
