@@ -56,6 +56,7 @@ class FuseElementwise(Pass):
     """Fold chains and single-consumer DAGs of elementwise ops into FUSED ops."""
 
     name: ClassVar[str] = "fuse-elementwise"
+    writes: ClassVar[str] = "the ops (elementwise groups become fused ops)"
     max: int = option(16, "most ops in one fused group")
 
     def check_options(self) -> None:
