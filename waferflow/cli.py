@@ -303,6 +303,11 @@ def cmd_compile(args: argparse.Namespace) -> int:
     from waferflow.api import resolve_wafer
     from waferflow.ir.summary import summarize
 
+    if args.print_ir_after:  # checked before tracing, in the option's own spelling
+        from waferflow.passes import DEFAULT_PIPELINE, check_pass_names, parse_pipeline
+
+        pipeline = parse_pipeline(args.passes or DEFAULT_PIPELINE)
+        check_pass_names(args.print_ir_after, pipeline, "--print-ir-after")
     wafer = resolve_wafer(args.wafer, args.coarsen)
     if _is_seed_machine(wafer):
         return _compile_seed(args, wafer)

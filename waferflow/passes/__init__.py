@@ -17,7 +17,13 @@ from waferflow.passes.base import (
     Severity,
     option,
 )
-from waferflow.passes.manager import PassFailure, PassManager, PassRecord, format_timing
+from waferflow.passes.manager import (
+    PassFailure,
+    PassManager,
+    PassRecord,
+    check_pass_names,
+    format_timing,
+)
 from waferflow.passes.pipeline import (
     PipelineSyntaxError,
     format_option_value,
@@ -74,6 +80,7 @@ __all__ = [
     "PipelineSyntaxError",
     "Severity",
     "all_passes",
+    "check_pass_names",
     "describe_passes",
     "format_option_value",
     "format_pipeline",
