@@ -14,7 +14,9 @@ problem, each naming the op in the user's terms (module path and ATen op):
 * **stages**: a forward op never uses a forward value of a later stage (values flow
   forward through the pipeline; gradients flow back and are not constrained);
 * **micro-batches**: an op run per micro-batch never reads a value that needs every
-  micro-batch, and one run once before them never reads per-micro-batch values;
+  micro-batch nor a sum over the micro-batches (along ``mb`` a sum accumulates in
+  place, for an op run once after them), and an op run once before them never reads
+  per-micro-batch values; micro-batches are never gathered;
 * **regions** (once placed): one per stage, shared by its ops, one core per rank,
   no core in two stages.
 """
@@ -121,7 +123,8 @@ class _Checker:
                         f"reduces %{v.name}, a partial sum along {axis.value}, without "
                         f"reducing it first (an all-reduce along {axis.value} must come before)",
                     )  # fmt: skip
-                if collectives and op.kind not in COLLECTIVE:
+                # along mb nothing is inserted (sums accumulate in place): check it now
+                if (collectives or axis is MeshAxis.MB) and op.kind not in COLLECTIVE:
                     self.check_use(index, op, v, axis, have, want)
             self.check_stage(index, op, v)
             self.check_mode(index, op, v)
@@ -134,8 +137,15 @@ class _Checker:
         if not needs_conversion(v, axis, have, want):
             return
         if axis is MeshAxis.MB:
-            if isinstance(have, Partial) and isinstance(want, Replicated):
+            per_mb = op.par is not None and op.par.mode is MbMode.PER_MB
+            if isinstance(have, Partial) and isinstance(want, Replicated) and not per_mb:
                 return  # accumulated over the micro-batches, read after the last one
+            if per_mb and isinstance(have, Partial):
+                self.add(
+                    index, op,
+                    f"runs per micro-batch but reads %{v.name} summed over every micro-batch",
+                )  # fmt: skip
+                return
             self.add(
                 index, op,
                 f"needs %{v.name} {placement_word(want)} along mb but it is "

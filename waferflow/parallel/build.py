@@ -170,6 +170,17 @@ def classify_modes(graph: Graph, sharding: ShardingResult) -> dict[Op, MbMode]:
             or any(_mb_nonrep(sharding.of(r)) for r in op.results)
         )
         mode = MbMode.PER_MB if per_mb else MbMode.EARLY
+        if per_mb and sh is not None:
+            for i, v in enumerate(op.operands):
+                have = sharding.of(v).get(MeshAxis.MB)
+                if reads_value(op, i) and isinstance(have, Partial) and not isinstance(
+                    sh.inputs[i].get(MeshAxis.MB), Partial
+                ):
+                    raise PlanError(
+                        f"{op_label(op)} runs once per micro-batch but reads %{v.name} "
+                        f"({op_label(v.producer) if v.producer else 'an input'}) summed over "
+                        "every micro-batch; use microbatches=1 for this model"
+                    )
         for v in _read(op):
             p = root_value(v).producer
             if p is None or p.is_source:

@@ -169,7 +169,10 @@ def read_state(graph: Graph, wafer: Wafer) -> ParallelState:
     )  # fmt: skip
     if graph.parallel.level is ParallelLevel.COLLECTIVES:
         state.collectives = collective_ops(graph)
-    state.layout = layout_from_ir(graph)
+    layout = layout_from_ir(graph, "placed")
+    if layout is not None:
+        default = default_layout(state)
+        state.layout = default if default.cores == layout.cores else layout
     return state
 
 
