@@ -173,8 +173,10 @@ def classify_modes(graph: Graph, sharding: ShardingResult) -> dict[Op, MbMode]:
         if per_mb and sh is not None:
             for i, v in enumerate(op.operands):
                 have = sharding.of(v).get(MeshAxis.MB)
-                if reads_value(op, i) and isinstance(have, Partial) and not isinstance(
-                    sh.inputs[i].get(MeshAxis.MB), Partial
+                if (
+                    reads_value(op, i)
+                    and isinstance(have, Partial)
+                    and not isinstance(sh.inputs[i].get(MeshAxis.MB), Partial)
                 ):
                     raise PlanError(
                         f"{op_label(op)} runs once per micro-batch but reads %{v.name} "
