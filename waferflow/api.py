@@ -31,7 +31,13 @@ from waferflow.ir.plan import Plan, plan_from_json, plan_to_json, verify_plan
 from waferflow.ir.summary import human_bytes
 from waferflow.ir.target import Topology, Wafer, get_wafer
 from waferflow.ir.target.toml_io import parse_wafer_toml, wafer_to_toml
-from waferflow.passes import DEFAULT_PIPELINE, PassContext, PassManager, parse_pipeline
+from waferflow.passes import (
+    DEFAULT_PIPELINE,
+    PassContext,
+    PassManager,
+    check_pass_names,
+    parse_pipeline,
+)
 from waferflow.passes.lower_plan import lower_to_plan
 
 BUNDLE_FORMAT = "waferflow.compiled"
@@ -272,6 +278,8 @@ def compile(
     timings: list[StepTiming] = []
     w = resolve_wafer(wafer, coarsen)
     pipeline = parse_pipeline(passes or DEFAULT_PIPELINE)  # bad pipelines fail before tracing
+    # a name the pipeline does not run would print nothing: refuse it with a did-you-mean
+    check_pass_names(print_ir_after, pipeline, "print_ir_after")
     with _timed(timings, "trace", progress):
         if isinstance(model, str | Path):
             bundle = load_model(str(model), batch=batch, seq=seq, dtype=dtype)

@@ -48,16 +48,41 @@ def _trace_model(args: argparse.Namespace):  # -> Graph
 
 
 def _read_graph(path: str):  # -> Graph
+    """IR text or JSON from a file (by its extension) or, for ``-``, from stdin (JSON
+    when it starts with ``{``)."""
     from waferflow.ir.parser import parse_graph
     from waferflow.ir.serialize import loads_graph
 
+    if path == "-":
+        text = sys.stdin.read()
+        if text.lstrip().startswith("{"):
+            return loads_graph(text, source="<stdin>")
+        return parse_graph(text, source="<stdin>")
     file = Path(path)
     if not file.is_file():
         raise WaferflowError(f"{path}: no such IR file (write one with `waferflow trace`)")
     text = file.read_text(encoding="utf-8")
     if file.suffix == ".json":
-        return loads_graph(text)
+        return loads_graph(text, source=path)
     return parse_graph(text, source=path)
+
+
+def _write_atomic(path: str, text: str) -> None:
+    """Write through a temporary file in the same folder and a rename: a reader never
+    sees half a file, and an interrupted run leaves the old one."""
+    import os
+    import tempfile
+
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def _write_text(path: str, text: str) -> None:
@@ -87,25 +112,52 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
 
 def cmd_opt(args: argparse.Namespace) -> int:
+    """Like mlir-opt: the final IR to stdout (or -o, in the format its extension names),
+    dumps, diagnostics and timing to stderr; the input and output verified."""
     from waferflow.ir.printer import print_graph
+    from waferflow.ir.serialize import dumps_graph
     from waferflow.passes import PassContext, PassManager, parse_pipeline
 
-    graph = _read_graph(args.input)
-    passes = parse_pipeline(args.pipeline)
+    passes = parse_pipeline(args.pipeline)  # a bad pipeline fails before any input is read
+    wafer = None
+    if args.wafer:
+        from waferflow.api import resolve_wafer
+
+        wafer = resolve_wafer(args.wafer, args.coarsen)
+    elif args.coarsen != 1:
+        raise WaferflowError("--coarsen needs --wafer (the wafer to coarsen)")
+    needy = [p.name for p in passes if p.needs_wafer]
+    if needy and wafer is None:
+        raise WaferflowError(
+            f"pass(es) {', '.join(dict.fromkeys(needy))} need a target wafer: give --wafer "
+            "<preset or TOML> (see `waferflow wafers`)"
+        )
     pm = PassManager(
         passes,
-        verify_each=args.verify_each,
+        verify=not args.no_verify,
+        verify_each=args.verify_each and not args.no_verify,
         print_ir_after_all=args.print_ir_after_all,
         print_ir_after=frozenset(args.print_ir_after or ()),
+        print_ir_before_all=args.print_ir_before_all,
+        print_ir_before=frozenset(args.print_ir_before or ()),
+        print_ir_after_change=args.print_ir_after_change,
+        print_ir_after_failure=args.print_ir_after_failure,
         time_passes=args.time_passes,
+        out=sys.stderr,
     )
-    result = pm.run(graph, PassContext())
-    text = print_graph(result)
-    if args.output:
-        _write_text(args.output, text)
-        print(f"wrote {args.output}", file=sys.stderr)
-    elif not (args.print_ir_after_all or args.print_ir_after):
-        sys.stdout.write(text)
+    graph = _read_graph(args.input)
+    ctx = PassContext(wafer=wafer, seed=args.seed)
+    try:
+        result = pm.run(graph, ctx)
+    finally:
+        for diagnostic in ctx.diagnostics:
+            print(diagnostic, file=sys.stderr)
+    if args.output == "-":
+        sys.stdout.write(print_graph(result))
+        return 0
+    text = dumps_graph(result) + "\n" if args.output.endswith(".json") else print_graph(result)
+    _write_atomic(args.output, text)
+    print(f"wrote {args.output}", file=sys.stderr)
     return 0
 
 
@@ -260,6 +312,11 @@ def cmd_compile(args: argparse.Namespace) -> int:
     from waferflow.api import resolve_wafer
     from waferflow.ir.summary import summarize
 
+    if args.print_ir_after:  # checked before tracing, in the option's own spelling
+        from waferflow.passes import DEFAULT_PIPELINE, check_pass_names, parse_pipeline
+
+        pipeline = parse_pipeline(args.passes or DEFAULT_PIPELINE)
+        check_pass_names(args.print_ir_after, pipeline, "--print-ir-after")
     wafer = _with_streams(resolve_wafer(args.wafer, args.coarsen), args.mem_ports)
     if args.emit and not args.emit_dir:
         raise WaferflowError(f"--emit {args.emit} needs --emit-dir DIR (the experiment folder)")
@@ -340,20 +397,41 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_trace)
 
     p = sub.add_parser("opt", help="run a pass pipeline over an IR file (like mlir-opt)",
-                       description="Run a pass pipeline over an IR file, printing IR between "
-                       "passes on request.")  # fmt: skip
-    p.add_argument("input", metavar="FILE", help="IR text (.wf) or JSON (.json)")
+                       description="Run a pass pipeline over IR (text or JSON), like mlir-opt: "
+                       "the final IR goes to stdout (or -o), IR dumps, diagnostics and timing "
+                       "to stderr; the input and output are verified.")  # fmt: skip
+    p.add_argument("input", metavar="FILE", nargs="?", default="-",
+                   help="IR text (.wf) or JSON (.json); '-' or nothing: stdin")  # fmt: skip
     p.add_argument("-p", "--pipeline", required=True,
                    help="comma-separated passes with options, e.g. "
                    "'canonicalize,dce,fuse-elementwise{max=8}' (see `waferflow passes`)")  # fmt: skip
-    p.add_argument(
-        "--print-ir-after-all", action="store_true", help="print the IR after every pass"
-    )
+    p.add_argument("--wafer", help="target wafer, a preset or TOML (the parallel passes, "
+                   "place and route need one; see `waferflow passes`)")  # fmt: skip
+    p.add_argument("--coarsen", type=int, default=1, metavar="K",
+                   help="work on the wafer's K x K coarse view (default 1)")  # fmt: skip
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed for passes that make random choices (default 0)")  # fmt: skip
+    p.add_argument("-o", "--output", default="-", metavar="FILE",
+                   help="write the final IR here: .json as JSON, else text ('-', the "
+                   "default: stdout)")  # fmt: skip
+    p.add_argument("--print-ir-before-all", action="store_true",
+                   help="print the IR before every pass (to stderr)")  # fmt: skip
+    p.add_argument("--print-ir-before", action="append", metavar="PASS",
+                   help="print the IR before this pass (repeatable)")  # fmt: skip
+    p.add_argument("--print-ir-after-all", action="store_true",
+                   help="print the IR after every pass (to stderr)")  # fmt: skip
     p.add_argument("--print-ir-after", action="append", metavar="PASS",
                    help="print the IR after this pass (repeatable)")  # fmt: skip
-    p.add_argument("--time-passes", action="store_true", help="print a timing table of the passes")
-    p.add_argument("--verify-each", action="store_true", help="run the verifier after every pass")
-    p.add_argument("-o", "--output", help="write the final IR here instead of stdout")
+    p.add_argument("--print-ir-after-change", action="store_true",
+                   help="with the --print-ir-after options: only when the pass changed it")  # fmt: skip
+    p.add_argument("--print-ir-after-failure", action="store_true",
+                   help="print the IR a failing pass left (or the verifier rejected)")  # fmt: skip
+    p.add_argument("--time-passes", action="store_true",
+                   help="print a timing table of the passes (to stderr)")  # fmt: skip
+    p.add_argument("--verify-each", action="store_true",
+                   help="also run the verifier after every pass")  # fmt: skip
+    p.add_argument("--no-verify", action="store_true",
+                   help="do not verify the input and the output")  # fmt: skip
     p.set_defaults(func=cmd_opt)
 
     p = sub.add_parser("passes", help="list the registered passes and their options")

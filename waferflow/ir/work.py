@@ -9,7 +9,8 @@ differ from that, because of what their kernels actually touch:
   (PyTorch's counter gives the input and weight gradients) are split evenly between
   the first two. The seed machine runs them as separate ALU ops (CONV bp, divw).
 * ``avg_pool_backward`` reads only the output gradient: its second operand, the
-  forward input, gives the shape and is never read.
+  forward input, gives the shape and is never read (nor does a ``fill`` read its
+  operand: ``ir.parallel.reads_value``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Sequence
 
 from waferflow.ir.graph import Op
 from waferflow.ir.opkind import OpKind
+from waferflow.ir.parallel import reads_value
 from waferflow.ir.plan import OpWork
 
 K = OpKind
@@ -45,7 +47,8 @@ def op_work(op: Op, reads: Sequence[int], writes: Sequence[int], flops: int) -> 
             return tuple(out)
     if op.kind is K.AVG_POOL_BACKWARD and reads:
         return (OpWork(op.kind, flops, (reads[0],), tuple(writes)),)
-    return (OpWork(op.kind, flops, tuple(reads), tuple(writes)),)
+    read = tuple(b for i, b in enumerate(reads) if reads_value(op, i))  # a FILL: the shape
+    return (OpWork(op.kind, flops, read, tuple(writes)),)
 
 
 __all__ = ["op_work"]
