@@ -176,3 +176,37 @@ def test_per_layer_plans_on_a_mesh_keep_the_default_layout() -> None:
     with pytest.raises(PlanError, match="does not place yet"):
         wf.compile("cnn:amcoda", wafer="mesh16x16", mode="train", plan="layers=dt,ways=2",
                    batch=8, place="cpsat")  # fmt: skip
+
+
+def test_a_per_layer_pipeline_split_anywhere_gives_the_same_ir(amcoda_cnn: Graph) -> None:
+    """The per-layer plan lives in the IR too: its header says the stages reshard
+    (``reshard=true``), the stage widths come back from the plan and the graph, and a
+    pipeline cut after any pass and continued from the printed text gives the same IR
+    and the same actor plan (its host transfers included) on the seed machine."""
+    from waferflow.ir.parser import parse_graph
+    from waferflow.ir.plan import plan_to_json
+    from waferflow.ir.printer import print_graph
+    from waferflow.parallel.driver import clone_graph
+    from waferflow.passes import PassContext, PassManager, parse_pipeline
+
+    steps = (
+        'split-backward,parallelize{plan="layers=ddt,ways=2"},insert-collectives,schedule,'
+        "lower-collectives,plan-memory"
+    )
+
+    def run(pipeline: str, graph: Graph) -> tuple[str, PassContext]:
+        ctx = PassContext(wafer=AMCODA)
+        return print_graph(PassManager(pipeline, verify_each=True).run(graph, ctx)), ctx
+
+    whole, ctx = run(steps, clone_graph(amcoda_cnn))
+    assert "cut=layer" in whole.splitlines()[0] and "reshard=true" in whole.splitlines()[0]
+    plan = ctx.get_result("lower-collectives", object).actor_plan  # type: ignore[attr-defined]
+    assert plan.host and len(plan.cores) == 9
+    passes = [str(p) for p in parse_pipeline(steps)]
+    for cut in range(2, len(passes)):
+        first, _ = run(",".join(passes[:cut]), clone_graph(amcoda_cnn))
+        second, ctx2 = run(",".join(passes[cut:]), parse_graph(first))
+        assert second == whole, f"cut after {passes[cut - 1]}"
+        if cut <= 4:  # lower-collectives ran in the second half: the same actor plan
+            again = ctx2.get_result("lower-collectives", object).actor_plan  # type: ignore[attr-defined]
+            assert plan_to_json(again) == plan_to_json(plan), f"cut after {passes[cut - 1]}"
