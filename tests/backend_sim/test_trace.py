@@ -19,10 +19,11 @@ from waferflow.backend_sim.analysis import WaitKind
 from waferflow.backend_sim.trace import CORES_PID, LINKS_PID, TraceOptions, chrome_trace
 from waferflow.backend_sim.trace_counters import bin_edges, spread
 from waferflow.ir.plan import Message, Plan
-from waferflow.ir.target.wafer import FlowControl, Wafer
+from waferflow.ir.target.wafer import Wafer
 from waferflow.parallel.ranks import CoreRank
 
 from ._helpers import actor, wafer
+from .test_contention import one_buffer_case
 from .test_properties import SETTINGS, mesh_cases
 
 L = 7000  # ps of link latency in the helper wafer
@@ -142,11 +143,7 @@ def test_link_tracks_are_an_option_of_compile_and_simulate_alike(tmp_path: Path)
 
 def test_buffer_waits_are_told_apart_from_input_waits(tmp_path: Path) -> None:
     # one output buffer per core: a1 on core 0 waits for a0's message to be delivered
-    w = wafer(1, 4, flow=FlowControl(packet_bytes=1000, buffers_per_core=1))
-    plan = Plan.build(
-        "buf", "test", [actor(0, 0), actor(1, 0), actor(2, 3), actor(3, 1)],
-        [Message(0, 0, 2, 1000), Message(1, 1, 3, 1000)],
-    )  # fmt: skip
+    plan, w = one_buffer_case()
     res = simulate(plan, w)
     t = 1000 * PS_PER_BYTE
     waits = res.waits()
