@@ -138,15 +138,15 @@ class Report:
         return plot_placement(view, path)
 
     def tables(self) -> list[Any]:
-        """The placement comparison and the fullest cores' memory, as ``viz.Table``s
-        (those that apply)."""
+        """The fullest cores' memory and the placement comparison, as ``viz.Table``s
+        (those that apply; the narrow one first, so that it sits beside the summary)."""
         from waferflow.viz.report_tables import memory_table, placement_table
 
         out = []
-        if self.placement is not None:
-            out.append(placement_table(self.placement))
         if self.memory is not None:
             out.append(memory_table(self.memory))
+        if self.placement is not None:
+            out.append(placement_table(self.placement))
         return out
 
     def to_html(self, path: str | Path, images: Mapping[str, str | Path] | None = None) -> Path:

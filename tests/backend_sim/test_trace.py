@@ -103,7 +103,7 @@ def test_actors_waits_flows_and_counters_by_hand(tmp_path: Path) -> None:
     (wait,) = [e for e in xs if e["cat"] == "wait"]
     assert wait["name"] == "wait: input" and wait["tid"] == 1
     assert (wait["ts"], wait["dur"]) == (0.0, arrive / 1e6)
-    assert wait["args"]["message"] == 1 and wait["args"]["from"] == "a0 on (0, 0)"
+    assert wait["args"] == {"message": 1, "from": "actor 0 on (0, 0)"}
     # one flow (the local message 0 is none): a0's end on core 0 to a2 on core 1
     s, f = _by_phase(events, "s"), _by_phase(events, "f")
     assert [(e["id"], e["tid"]) for e in s] == [(1, 0)]
@@ -139,6 +139,16 @@ def test_link_tracks_are_an_option_of_compile_and_simulate_alike(tmp_path: Path)
     assert msg["dur"] == 300 * PS_PER_BYTE / 1e6 and msg["args"]["message"] == 1
     names = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e["name"] == "thread_name"}
     assert names[(LINKS_PID, 0)] == "(0, 0)->(0, 1)"
+
+
+def test_a_gz_path_writes_the_same_trace_compressed(tmp_path: Path) -> None:
+    import gzip
+
+    res = simulate(_plan(), wafer(1, 4))
+    plain = res.to_chrome_trace(tmp_path / "t.json").read_bytes()
+    packed = res.to_chrome_trace(tmp_path / "t.json.gz").read_bytes()
+    assert gzip.decompress(packed) == plain
+    assert res.to_chrome_trace(tmp_path / "u.json.gz").read_bytes() == packed  # same bytes
 
 
 def test_buffer_waits_are_told_apart_from_input_waits(tmp_path: Path) -> None:

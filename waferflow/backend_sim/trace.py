@@ -14,6 +14,7 @@ track per link with an event per message crossing it. Timestamps are microsecond
 
 from __future__ import annotations
 
+import gzip
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -97,18 +98,16 @@ def _core_events(result: SimResult, ranks: Mapping[int, CoreRank] | None) -> Ite
         yield _meta("thread_sort_index", CORES_PID, c, {"sort_index": i})
     start, end = result.actor_start_ps, result.actor_end_ps
     for a in result.plan.actors:
+        # the track names the stage and rank; the module only when the name does not
         args: dict[str, Any] = {
             "actor": a.id,
             "flops": a.flops,
             "bytes_read": a.bytes_read,
             "bytes_written": a.bytes_written,
-            "module": a.module,
-            "stage": a.stage,
             "microbatch": a.microbatch,
         }
-        r = ranks.get(a.core) if ranks else None
-        if r is not None and r.label:
-            args["rank"] = r.label
+        if a.module and a.module not in a.name:
+            args["module"] = a.module
         yield {
             "name": a.name,
             "cat": f"{a.phase.value},{a.op_kind.value}",
@@ -124,10 +123,11 @@ def _core_events(result: SimResult, ranks: Mapping[int, CoreRank] | None) -> Ite
 def _wait_events(result: SimResult) -> Iterator[dict]:
     plan, wafer = result.plan, result.wafer
     for w in result.waits():
-        args: dict[str, Any] = {"for": plan.actors[w.actor].name, "actor": w.actor}
+        # for the actor that follows on the track; an input wait names the message
+        args: dict[str, Any] = {}
         if w.message >= 0:
             src = plan.actors[plan.messages[w.message].src_actor]
-            args |= {"message": w.message, "from": f"{src.name} on {wafer.coord(src.core)}"}
+            args = {"message": w.message, "from": f"actor {src.id} on {wafer.coord(src.core)}"}
         yield {
             "name": f"wait: {w.kind.value}",
             "cat": "wait",
@@ -273,8 +273,13 @@ def write_chrome_trace(
     options: TraceOptions | None = None,
     ranks: Mapping[int, CoreRank] | None = None,
 ) -> Path:
+    """Write the trace as compact JSON; gzip-compressed when ``path`` ends in ``.gz``
+    (Perfetto and chrome://tracing open both)."""
     doc = chrome_trace(result, link_tracks, options=options, ranks=ranks)
-    return write_output(path, json.dumps(doc, separators=(",", ":")) + "\n")
+    data = (json.dumps(doc, separators=(",", ":")) + "\n").encode("utf-8")
+    if str(path).endswith(".gz"):
+        data = gzip.compress(data, compresslevel=6, mtime=0)  # mtime 0: same bytes
+    return write_output(path, data)
 
 
 __all__ = ["TraceOptions", "chrome_trace", "track_names", "write_chrome_trace"]

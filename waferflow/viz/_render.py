@@ -25,8 +25,8 @@ from waferflow.viz.data import Coord, VizError
 
 # Per-core images larger than this are max-pooled so that one hot core stays visible.
 MAX_IMAGE_PIXELS = 400
-# Pictures are about 8 in wide: 1,200-1,600 px at this resolution.
-DEFAULT_DPI = 160
+# Pictures are 7-9.5 in wide: 1,200-1,600 px at this resolution.
+DEFAULT_DPI = 170
 
 DEAD_RGBA = to_rgba("#3a3a3a")
 UNASSIGNED_RGBA = to_rgba("#f4f4f4")
@@ -77,7 +77,7 @@ def grid_side(rows: int, cols: int) -> tuple[float, float]:
     """Inches for a grid drawing that keeps cells square (up to ``MAX_ASPECT``) and
     stays readable."""
     longest = max(rows, cols)
-    side = min(8.5, max(6.5, 0.42 * longest))
+    side = min(9.0, max(7.5, 0.42 * longest))
     short = side / min(longest / min(rows, cols), MAX_ASPECT)
     width, height = (side, short) if cols >= rows else (short, side)
     return max(width, 2.0), max(height, 2.0)
@@ -124,7 +124,7 @@ def die_cuts(n: int, parts: int) -> list[int]:
 
 
 DIE_COLOUR = "#202020"
-DIE_DASHES = (0, (5, 3))  # dashed: told apart from outlines and highlights, always solid
+DIE_DASHES = (0, (4, 2))  # dashed: told apart from outlines and highlights, always solid
 
 
 def draw_dies(
@@ -222,10 +222,10 @@ def _pieces(word: str, width: int) -> list[str]:
 
 
 def set_title(ax: Axes, text: str, *, fontsize: float = 10, **kw: object) -> None:
-    """A title whose long lines wrap at word boundaries to the axes' width."""
+    """A title whose long lines wrap at word boundaries to most of the figure's width
+    (the layout makes room for it; characters are about 0.6 em wide)."""
     fig = ax.get_figure()
-    # the title is centred on the axes: wrap at the axes' width (characters ~0.6 em)
-    inches = fig.get_size_inches()[0] * ax.get_position().width if fig is not None else 5.0
+    inches = 0.9 * fig.get_size_inches()[0] if fig is not None else 5.0
     width = max(30, int(inches * 72 / (0.6 * fontsize)))
     ax.set_title("\n".join(wrap_words(text, width)), fontsize=fontsize, **kw)  # type: ignore[arg-type]
 

@@ -29,9 +29,9 @@ h2 { font-size: 1.05em; margin: 0 0 0.4em 0; }
 .grid { display: grid; grid-template-columns: repeat(2, minmax(0, 1fr)); gap: 1.2em;
         align-items: start; }
 @media (max-width: 900px) { .grid { grid-template-columns: minmax(0, 1fr); } }
-pre { background: #f6f6f6; padding: 0.8em; overflow-x: auto; margin: 0; font-size: 0.85em; }
+pre { background: #f6f6f6; padding: 0.8em; overflow-x: auto; margin: 0; font-size: 0.78em; }
 .scroll { overflow-x: auto; }
-table { border-collapse: collapse; font-size: 0.85em; }
+table { border-collapse: collapse; font-size: 0.8em; }
 th, td { border-bottom: 1px solid #ddd; padding: 0.25em 0.6em; text-align: left;
          white-space: nowrap; }
 th { background: #f0f0f0; }

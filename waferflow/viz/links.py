@@ -209,7 +209,7 @@ def _draw_arrows(
     busy = ~idle
     hot = np.zeros(len(busy), dtype=bool)
     hot[np.asarray(top, dtype=np.int64)] = True
-    for mask, edge in ((busy & ~hot, {}), (hot, {"edgecolor": HOT_COLOUR, "linewidth": 2.0})):
+    for mask, edge in ((busy & ~hot, {}), (hot, {"edgecolor": HOT_COLOUR, "linewidth": 2.5})):
         if mask.any():  # the hottest: their own colour, outlined
             ax.quiver(
                 *tail[mask].T,
@@ -244,12 +244,14 @@ def _draw_arrows(
         handles.append(Line2D([], [], color=HOT_COLOUR, lw=4, label=f"{len(top)} hottest"))
     fontsize = max(6.0, min(9.0, 0.3 * R.cell_points(rows, cols)))
     for i in top:
-        anchor = tail[i] + vec[i] / 2 + normal[i] * 0.22
+        # beside the arrow, on the side away from its link's other direction
+        anchor = tail[i] + vec[i] / 2 + normal[i] * 0.12
+        nx, ny = normal[i]
         ax.annotate(
             f"{view.links[i].utilisation:.0%}",
             (anchor[0], anchor[1]),
-            ha="center",
-            va="center",
+            ha="left" if nx > 0.5 else "right" if nx < -0.5 else "center",
+            va="top" if ny > 0.5 else "bottom" if ny < -0.5 else "center",
             fontsize=fontsize,
             zorder=9,
             bbox=_LABEL_BOX,

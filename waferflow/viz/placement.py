@@ -76,14 +76,15 @@ def plot_placement(
         R.draw_cell_borders(ax, rows, cols)
         _draw_hatches(ax, labels, dead)
         R.draw_dead_markers(ax, rows, cols, dead, color="white")
-        if view.cell_text and max(rows, cols) <= _CELL_TEXT_LIMIT:
+        if _has_cell_text(view):
             _draw_cell_text(ax, view, labels, dead, colours)
         elif _numbered(view):
             _draw_numbers(ax, labels, dead, colours)
     else:
         R.draw_sparse_dead(ax, dead, color="black")
     R.draw_dies(ax, rows, cols, view.die_rows, view.die_cols)
-    _draw_regions(ax, view)
+    # with texts in the cells the region names would cover them; the legend names them
+    _draw_regions(ax, view, named=not (small and _has_cell_text(view)))
 
     if handles:
         ax.legend(
@@ -98,7 +99,7 @@ def plot_placement(
             title_fontsize=9,
         )
     note = "" if small else "  (image view)"
-    if view.cell_text and small and max(rows, cols) <= _CELL_TEXT_LIMIT:
+    if small and _has_cell_text(view):
         note += f"; each {view.unit} shows its rank"
     R.set_title(
         ax,
@@ -108,8 +109,12 @@ def plot_placement(
     return R.save(fig, path, dpi)
 
 
+def _has_cell_text(view: PlacementView) -> bool:
+    return bool(view.cell_text) and max(view.rows, view.cols) <= _CELL_TEXT_LIMIT
+
+
 def _numbered(view: PlacementView) -> bool:
-    if view.cell_text and max(view.rows, view.cols) <= _CELL_TEXT_LIMIT:
+    if _has_cell_text(view):
         return False  # the cells carry their own text
     return max(view.rows, view.cols) <= _TEXT_LIMIT and len(view.labels) > 1
 
@@ -185,8 +190,8 @@ def _draw_cell_text(
                 color="black" if bright else "white", zorder=4)  # fmt: skip
 
 
-def _draw_regions(ax: Axes, view: PlacementView) -> None:
-    named = len(view.regions) <= _MAX_REGION_NAMES
+def _draw_regions(ax: Axes, view: PlacementView, *, named: bool = True) -> None:
+    named = named and len(view.regions) <= _MAX_REGION_NAMES
     halo = [patheffects.withStroke(linewidth=3, foreground="white")]
     for reg in view.regions:
         rect = Rectangle(

@@ -19,7 +19,7 @@ def placement_table(placed: PlacedResult) -> Table:
     head, body = comparison_table(placed)
     kept = next((i for i, row in enumerate(body) if row[0].endswith(" *")), -1)
     return Table(
-        caption=f"placement: {placed.title}",
+        caption=placed.title,
         columns=tuple(head),
         rows=tuple(tuple(row) for row in body),
         notes=(placed.summary(),),

@@ -153,7 +153,7 @@ def plot_timeline(
     x_end = end * scale if end > 0 else 1.0
 
     height = min(11.0, max(3.2, 1.8 + 0.2 * n))
-    fig = R.new_figure((10.0, height), dpi)
+    fig = R.new_figure((9.4, height), dpi)
     ax = fig.add_subplot()
 
     per_row: dict[int, list[Span]] = {i: [] for i in range(n)}
