@@ -5,7 +5,7 @@
     report = plan.simulate()
     print(report)
     plan.save("model.plan.json"); wf.load_plan("model.plan.json")
-    report.to_chrome_trace("trace.json")
+    report.to_chrome_trace("trace.json"); report.to_html("report.html")
     plan.plot_placement("placement.png"); report.plot_links("links.png")
 
 torch is imported only when a model is traced.

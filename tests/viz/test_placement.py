@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -154,3 +155,13 @@ def test_titles_break_between_words_or_after_commas_never_inside_a_token() -> No
     # a token with no comma stays whole, even when longer than the width
     assert R.wrap_words("a " + "x" * 40 + " b", 10) == ["a", "x" * 40, "b"]
     assert R.wrap_words("one\n\ntwo", 10) == ["one", "", "two"]
+
+
+def test_cell_texts_are_written_in_their_cells(tmp_path: Path) -> None:
+    view = PlacementView.from_assignment(4, 4, {0: "s0", 1: "s0", 2: "s1", 3: "s1"})
+    ranked = replace(view, cell_text=("tp0", "tp1", "tp0", "tp1", *[""] * 12))
+    a = pixels(plot_placement(view, tmp_path / "a.png", dpi=DPI))
+    b = pixels(plot_placement(ranked, tmp_path / "b.png", dpi=DPI))
+    assert a.shape == b.shape and (a != b).any()
+    with pytest.raises(VizError, match="cell_text has 2 entries"):
+        replace(view, cell_text=("a", "b"))
