@@ -230,13 +230,17 @@ def test_memory_view_of_a_coarse_wafer_has_reduced_capacities() -> None:
     assert view.core_capacity[3] == coarse.sram_bytes
 
 
-def test_all_four_pictures(run: Run, tmp_path: Path) -> None:
+def four_pictures(run: Run, folder: Path) -> dict[str, Path]:
+    """The placement, links, timeline and memory pictures of a run (small, for tests)."""
     plan, wafer, result = run
-    outs = [
-        plot_placement(placement_view(plan, wafer), tmp_path / "p.png", dpi=DPI),
-        plot_links(link_view(result, wafer), tmp_path / "l.png", dpi=DPI),
-        plot_timeline(timeline_view(plan, result), tmp_path / "t.png", dpi=DPI),
-        plot_memory(memory_view(result, wafer), tmp_path / "m.png", dpi=DPI),
-    ]
-    for out in outs:
+    return {
+        "placement": plot_placement(placement_view(plan, wafer), folder / "p.png", dpi=DPI),
+        "links": plot_links(link_view(result, wafer), folder / "l.png", dpi=DPI),
+        "timeline": plot_timeline(timeline_view(plan, result), folder / "t.png", dpi=DPI),
+        "memory": plot_memory(memory_view(result, wafer), folder / "m.png", dpi=DPI),
+    }
+
+
+def test_all_four_pictures(run: Run, tmp_path: Path) -> None:
+    for out in four_pictures(run, tmp_path).values():
         assert len(colours(pixels(out))) > 20

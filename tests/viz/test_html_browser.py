@@ -15,8 +15,8 @@ import pytest
 from matplotlib.image import imsave
 
 from tests.viz.browser import bbox, dump_dom, screenshot
-from tests.viz.images import DPI, rgb8
-from tests.viz.test_adapters import Run, _plan, _wafer
+from tests.viz.images import rgb8
+from tests.viz.test_adapters import Run, _plan, _wafer, four_pictures
 from waferflow.backend_sim.simulate import simulate
 from waferflow.viz import Table, write_report_html
 
@@ -59,24 +59,9 @@ def run() -> Run:
 
 def test_a_real_report_renders_its_pictures_and_tables(run: Run, tmp_path: Path) -> None:
     from waferflow.api import Report
-    from waferflow.viz import (
-        link_view,
-        memory_view,
-        placement_view,
-        plot_links,
-        plot_memory,
-        plot_placement,
-        plot_timeline,
-        timeline_view,
-    )
 
     plan, wafer, result = run
-    images = {
-        "placement": plot_placement(placement_view(plan, wafer), tmp_path / "p.png", dpi=DPI),
-        "links": plot_links(link_view(result, wafer), tmp_path / "l.png", dpi=DPI),
-        "timeline": plot_timeline(timeline_view(plan, result), tmp_path / "t.png", dpi=DPI),
-        "memory": plot_memory(memory_view(result, wafer), tmp_path / "m.png", dpi=DPI),
-    }
+    images = four_pictures(run, tmp_path)
     page = Report(result, plan, wafer).to_html(tmp_path / "report.html", images)
     dom = dump_dom(page)
     assert len(re.findall(r'<img src="data:image/png;base64,', dom)) == 4
