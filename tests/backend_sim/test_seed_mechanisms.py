@@ -189,3 +189,22 @@ def test_an_actor_that_can_never_fit_is_a_clear_error() -> None:
     big = Plan.build("big", "xbar", [Actor(0, "a", 0, out_bytes=500)], [])
     with pytest.raises(PlanError, match="memory: core 0: actor 0 waits for 5 block"):
         simulate(big, _allocator())
+
+
+def test_the_allocators_log_is_the_memory_the_trace_shows(tmp_path) -> None:
+    """The allocations and frees of the memory model are kept with the result: their
+    running sum peaks at the reported peak, and the Perfetto trace's memory counter
+    draws them."""
+    import itertools
+    import json
+
+    res = simulate(_fragmenting_plan(), _allocator())
+    log = dict(res.memory_log)
+    live = list(itertools.accumulate(d for _, d in log[0]))
+    assert max(live) == res.core_stat(0).peak_mem_bytes == 300 and live[-1] == 0
+    path = tmp_path / "t.json"
+    res.to_chrome_trace(path)
+    doc = json.loads(path.read_text())
+    events = doc["traceEvents"] if isinstance(doc, dict) else doc
+    counters = [e for e in events if e.get("ph") == "C" and "mem" in e.get("name", "").lower()]
+    assert counters and max(max(e["args"].values()) for e in counters) <= 300

@@ -57,6 +57,7 @@ class RawRun:
     occ_end: list[list[int]]  # per message, per hop: last packet leaves the link
     events: int
     mem_peak: list[int] | None = None  # per plan core, bytes ([memory] model only)
+    mem_log: list[tuple[int, list[tuple[int, int]]]] | None = None  # per core: (ps, +-bytes)
 
 
 def run(p: Prepared) -> RawRun:
@@ -241,6 +242,7 @@ def run(p: Prepared) -> RawRun:
     def admit(ci: int, t: int) -> None:
         """Admit what memory and the window allow on core ci; launch their messages."""
         assert mem is not None
+        mem.now = t
         for a in mem.admit(ci, -1 if running[ci] else ptr[ci]):
             waiting = parked[a]
             if waiting:
@@ -321,6 +323,7 @@ def run(p: Prepared) -> RawRun:
                 elif lead[m] == m:  # a broadcast goes with its first message
                     launch(m, t)
             if mem is not None:
+                mem.now = t
                 mem.on_end(a)
                 admit(ci, t)
             try_start(ci, t, CAUSE_ACTOR, a)
@@ -352,6 +355,7 @@ def run(p: Prepared) -> RawRun:
                 try_start(s_ci, t, CAUSE_BUFFER, m)
             if mem is not None:
                 s_ci = msg_src_ci[m]
+                mem.now = t
                 mem.on_delivered(src)
                 admit(s_ci, t)
                 try_start(s_ci, t, CAUSE_MEMORY, -1)
@@ -382,4 +386,5 @@ def run(p: Prepared) -> RawRun:
         occ_end=occ_end,
         events=seq,
         mem_peak=mem.peak_bytes() if mem is not None else None,
+        mem_log=mem.events() if mem is not None else None,
     )

@@ -126,6 +126,8 @@ class MemoryRun:
         self.used = [0] * n_core
         self.peak = [0] * n_core
         self.where: dict[int, tuple[int, int, int]] = {}  # buffer -> (core, first, count)
+        self.now = 0  # the engine's time, set before each call (for the log)
+        self.log: list[list[tuple[int, int]]] = [[] for _ in range(n_core)]  # (ps, +-blocks)
         for ci, n in enumerate(mp.resident):
             if n and not self._place(ci, -1 - ci, n):
                 raise PlanError(
@@ -140,12 +142,10 @@ class MemoryRun:
         self.ended = [False] * n_act
 
     # -- allocation ---------------------------------------------------------------------
-    def _place(self, ci: int, buf: int, n: int) -> bool:
+    def _place(self, ci: int, buf: int, n: int, log: bool = True) -> bool:
         cap = self.cap[ci]
         if not self.first_fit:
-            self.used[ci] += n
-            self.where[buf] = (ci, -1, n)
-            self.peak[ci] = max(self.peak[ci], self.used[ci])
+            self._taken(ci, buf, -1, n, log)
             return True
         if self.used[ci] + n > cap:
             return False
@@ -157,18 +157,25 @@ class MemoryRun:
                 first = i - n + 1
                 for j in range(first, i + 1):
                     row[j] = buf + 1 if buf >= 0 else buf
-                self.used[ci] += n
-                self.where[buf] = (ci, first, n)
-                self.peak[ci] = max(self.peak[ci], self.used[ci])
+                self._taken(ci, buf, first, n, log)
                 return True
         return False
 
-    def _free(self, buf: int) -> None:
+    def _taken(self, ci: int, buf: int, first: int, n: int, log: bool) -> None:
+        self.used[ci] += n
+        self.where[buf] = (ci, first, n)
+        self.peak[ci] = max(self.peak[ci], self.used[ci])
+        if log:
+            self.log[ci].append((self.now, n))
+
+    def _free(self, buf: int, log: bool = True) -> None:
         got = self.where.pop(buf, None)
         if got is None:
             return
         ci, first, n = got
         self.used[ci] -= n
+        if log:
+            self.log[ci].append((self.now, -n))
         if first >= 0:
             row = self.blocks[ci]
             for j in range(first, first + n):
@@ -191,14 +198,15 @@ class MemoryRun:
             placed = []
             ok = True
             for buf, n in self.bufs[a]:
-                if n and not self._place(ci, buf, n):
+                if n and not self._place(ci, buf, n, log=False):
                     ok = False
                     break
                 placed.append(buf)
-            if not ok:
+            if not ok:  # undone: nothing was allocated
                 for buf in placed:
-                    self._free(buf)
+                    self._free(buf, log=False)
                 break
+            self.log[ci] += [(self.now, self.where[b][2]) for b in placed if b in self.where]
             self.admitted[a] = True
             self.adm_ptr[ci] = k + 1
             out.append(a)
@@ -229,6 +237,11 @@ class MemoryRun:
 
     def peak_bytes(self) -> list[int]:
         return [b * self.block for b in self.peak[: len(self.p.cores)]]
+
+    def events(self) -> list[tuple[int, list[tuple[int, int]]]]:
+        """Per plan core (core id): its allocations and frees as ``(ps, +-bytes)``."""
+        b = self.block
+        return [(c, [(t, n * b) for t, n in self.log[ci]]) for ci, c in enumerate(self.p.cores)]
 
     def stuck(self, ci: int) -> str:
         """Why core ``ci`` admits no more actors ("" if it has admitted them all)."""

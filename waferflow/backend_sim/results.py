@@ -90,6 +90,9 @@ class SimResult:
     link_occupancy: tuple[tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]], ...] = field(
         repr=False, default=()
     )
+    # with the wafer's memory model ([memory]): per core id, its allocations and frees
+    # as (ps, +-bytes), in the order they happened (empty without one)
+    memory_log: tuple[tuple[int, tuple[tuple[int, int], ...]], ...] = field(repr=False, default=())
 
     # -- headline numbers ----------------------------------------------------------------
     @property

@@ -97,6 +97,7 @@ def _assemble(plan: Plan, wafer: Wafer, p: Prepared, raw: RawRun) -> SimResult:
         flop_utilisation=util,
         events=raw.events,
         packet_hops=p.packet_hops(),
+        memory_log=tuple((c, tuple(ev)) for c, ev in raw.mem_log or ()),
         link_occupancy=tuple(
             (p.msg_links[m], tuple(raw.occ_start[m]), tuple(raw.occ_end[m])) for m in range(n_msg)
         ),
