@@ -15,15 +15,36 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True, slots=True)
+class Gemm:
+    """A matrix product inside a pass: ``batch`` independent products of an ``m x k``
+    and a ``k x n`` matrix (``batch * m * n * k`` multiply-accumulates). A convolution
+    is one as its im2col form: m = output pixels (images x height x width), n = output
+    channels per group, k = input channels per group x kernel height x width, batch =
+    groups (``ir.work``)."""
+
+    m: int
+    n: int
+    k: int
+    batch: int = 1
+
+    @property
+    def macs(self) -> int:
+        return self.batch * self.m * self.n * self.k
+
+
+@dataclass(frozen=True, slots=True)
 class OpWork:
     """One pass of a core's datapath inside an actor, what a core model times (the
     wafer's ``[core]``; the roofline uses the actor's totals instead): the op's kind,
-    its FLOPs, and the bytes of each operand it reads and each result it writes."""
+    its FLOPs, the bytes of each operand it reads and each result it writes, and for a
+    matmul or convolution the matrix products it computes (``gemms``; empty when the
+    shape is not known, e.g. a plan written before they were recorded)."""
 
     kind: OpKind
     flops: int
     reads: tuple[int, ...]
     writes: tuple[int, ...]
+    gemms: tuple[Gemm, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +74,13 @@ def verify_uses(plan: Plan) -> None:
             sizes = (w.flops, *w.reads, *w.writes)
             if any(not isinstance(x, int) or isinstance(x, bool) or x < 0 for x in sizes):
                 raise VerificationError(f"{where}: flops and byte counts must be ints >= 0")
+            for g in w.gemms:
+                dims = (g.m, g.n, g.k, g.batch) if isinstance(g, Gemm) else ()
+                if not dims or any(not isinstance(x, int) or isinstance(x, bool) or x < 1
+                                   for x in dims):  # fmt: skip
+                    raise VerificationError(
+                        f"{where}: a gemm is Gemm(m, n, k, batch) with ints >= 1, got {g!r}"
+                    )
     pos = {aid: k for _, ids in plan.order for k, aid in enumerate(ids)}
 
     def check_last(where: str, reader: int, last: int) -> None:
@@ -88,7 +116,12 @@ def verify_uses(plan: Plan) -> None:
 
 
 def work_doc(w: OpWork) -> list[Any]:
-    return [w.kind.value, w.flops, list(w.reads), list(w.writes)]
+    """``[kind, flops, [reads], [writes]]``, then ``[[m, n, k, batch], ...]`` when the
+    pass has matrix products."""
+    doc: list[Any] = [w.kind.value, w.flops, list(w.reads), list(w.writes)]
+    if w.gemms:
+        doc.append([[g.m, g.n, g.k, g.batch] for g in w.gemms])
+    return doc
 
 
 def host_doc(h: HostTransfer) -> dict[str, Any]:
@@ -112,16 +145,29 @@ def _ints(v: Any, label: str, source: str) -> tuple[int, ...]:
 def work_from(w: Any, where: str, source: str) -> OpWork:
     from waferflow.ir.plan import _enum as json_enum  # the plan's JSON readers
 
-    if not isinstance(w, list) or len(w) != 4:
-        raise VerificationError(f"{source}: {where} must be [op kind, flops, [reads], [writes]]")
+    if not isinstance(w, list) or len(w) not in (4, 5):
+        raise VerificationError(
+            f"{source}: {where} must be [op kind, flops, [reads], [writes]] and optionally "
+            "[[m, n, k, batch], ...]"
+        )
     flops = w[1]
     if not isinstance(flops, int) or isinstance(flops, bool):
         raise VerificationError(f"{source}: {where} flops must be an int")
+    gemms: list[Gemm] = []
+    if len(w) == 5:
+        if not isinstance(w[4], list):
+            raise VerificationError(f"{source}: {where} gemms must be a list of [m, n, k, batch]")
+        for j, g in enumerate(w[4]):
+            dims = _ints(g, f"{where} gemm {j}", source)
+            if len(dims) != 4:
+                raise VerificationError(f"{source}: {where} gemm {j} must be [m, n, k, batch]")
+            gemms.append(Gemm(*dims))
     return OpWork(
         json_enum(OpKind, w[0], f"{where} kind", source),
         flops,
         _ints(w[2], f"{where} reads", source),
         _ints(w[3], f"{where} writes", source),
+        tuple(gemms),
     )
 
 
@@ -142,6 +188,7 @@ def host_from(d: Any, where: str, source: str) -> HostTransfer:
 
 
 __all__ = [
+    "Gemm",
     "HostTransfer",
     "OpWork",
     "host_doc",

@@ -2,10 +2,31 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
+from waferflow.ir.dtypes import DType
+
 Coord = tuple[int, int]
+
+# Which listed rate stands in for a dtype a table does not list (``rate_for``).
+_FALLBACK: dict[DType, tuple[DType, ...]] = {
+    DType.BF16: (DType.BF16, DType.F16, DType.F32),
+    DType.F16: (DType.F16, DType.BF16, DType.F32),
+}
+
+
+def rate_for(table: Sequence[tuple[DType, float]], dtype: DType) -> float:
+    """The entry of a per-dtype table for ``dtype``: its own, else for bf16 the f16
+    entry and for f16 the bf16 one (same width, same datapath on every machine we
+    model), then the f32 entry, then the smallest listed (conservative). The table must
+    not be empty."""
+    rates = dict(table)
+    for d in _FALLBACK.get(dtype, (dtype, DType.F32)):
+        if d in rates:
+            return rates[d]
+    return min(rates.values())
 
 
 class Topology(Enum):
@@ -42,6 +63,57 @@ CORE_RATE_GROUPS: tuple[str, ...] = (
 )  # fmt: skip
 
 
+class Dataflow(Enum):
+    """What a MAC array keeps in its PEs while the other two operands stream
+    (SCALE-Sim's three dataflows; ``backend_sim.core_model`` has the mapping)."""
+
+    WEIGHT = "weight"  # weight stationary (TPU)
+    OUTPUT = "output"  # output stationary: results accumulate in place
+    INPUT = "input"  # input stationary
+
+
+@dataclass(frozen=True, slots=True)
+class MacArray:
+    """A systolic MAC array (``[core.array]``): ``count`` arrays of ``rows x cols``
+    PEs per core, each PE doing ``macs_per_pe`` multiply-accumulates per cycle by
+    dtype (a dtype the table does not list falls back as ``rate_for`` says; 0: the
+    array does not take that dtype, its matmuls run on the vector unit). An empty
+    table: one MAC per PE per cycle for every dtype."""
+
+    rows: int
+    cols: int
+    dataflow: Dataflow = Dataflow.WEIGHT
+    count: int = 1
+    macs_per_pe: tuple[tuple[DType, float], ...] = ()
+
+    def rate(self, dtype: DType) -> float:
+        """MACs per PE per cycle for ``dtype`` (0: not on the array)."""
+        return rate_for(self.macs_per_pe, dtype) if self.macs_per_pe else 1.0
+
+    def peak_macs(self, dtype: DType) -> float:
+        """MACs per cycle of one core's arrays for ``dtype``."""
+        return self.rows * self.cols * self.count * self.rate(dtype)
+
+
+@dataclass(frozen=True, slots=True)
+class VectorUnit:
+    """A SIMD vector unit (``[core.vector]``): ``lanes`` lanes, each doing
+    ``ops_per_lane`` element operations per cycle by dtype (a fused multiply-add is one
+    operation, two FLOPs; fallback as ``rate_for``). An empty table: one op per lane
+    per cycle for every dtype."""
+
+    lanes: int
+    ops_per_lane: tuple[tuple[DType, float], ...] = ()
+
+    def rate(self, dtype: DType) -> float:
+        """Element operations per lane per cycle for ``dtype``."""
+        return rate_for(self.ops_per_lane, dtype) if self.ops_per_lane else 1.0
+
+    def peak_ops(self, dtype: DType) -> float:
+        """Element operations per cycle of one core's vector unit for ``dtype``."""
+        return self.lanes * self.rate(dtype)
+
+
 @dataclass(frozen=True, slots=True)
 class CoreModel:
     """How one core times one op (``[core]``; a wafer without it uses the roofline).
@@ -56,7 +128,13 @@ class CoreModel:
     for the dtype. With ``overlap`` the pass takes the slowest of read, compute and
     write (a roofline per pass); without, their sum (the seed machine's ALU: R + C +
     W). Every pass adds ``fixed_cycles``. Reads, compute and writes are counted in
-    whole clock cycles."""
+    whole clock cycles.
+
+    ``array`` (a MAC array) times matmuls and convolutions from their shape, ``vector``
+    (a vector unit) the other op groups, and matmuls whose dtype the array does not
+    take; a group listed in ``rates`` keeps that rate (an explicit override; the array
+    and ``rates.matmul`` may not both be given). ``backend_sim.core_model`` has the
+    closed forms."""
 
     overlap: bool = True
     fixed_cycles: int = 0
@@ -64,6 +142,8 @@ class CoreModel:
     write_ports: int = 1
     port_bandwidth: float = 0.0  # bytes/s per port
     rates: tuple[tuple[str, float], ...] = ()  # (op group, FLOP/s), sorted by group
+    array: MacArray | None = None
+    vector: VectorUnit | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,10 +18,13 @@ from waferflow.ir.target.parts import (
     CORE_RATE_GROUPS,
     Coord,
     CoreModel,
+    Dataflow,
     FlowControl,
     LinkSpec,
+    MacArray,
     MemoryModel,
     Topology,
+    VectorUnit,
 )
 
 if TYPE_CHECKING:
@@ -185,10 +188,83 @@ def _core(value: object) -> CoreModel | None:
             rates[group] = math.inf  # no compute cycles of its own
         else:
             rates[group] = _number(rate, f"core.rates.{group}", positive=True, unit="FLOP/s")
+    array = _array(value.array)
+    if array is not None and "matmul" in rates:
+        raise ConfigError(
+            "core.rates.matmul and core.array both time matmuls: give one (the array times "
+            "them from their shape; a rate ignores it)"
+        )
     return CoreModel(
         value.overlap, value.fixed_cycles, value.read_ports, value.write_ports, bw,
-        tuple(sorted(rates.items())),
+        tuple(sorted(rates.items())), array, _vector(value.vector),
     )  # fmt: skip
+
+
+def _dtype_rates(
+    value: object, where: str, unit: str, *, zero_ok: bool
+) -> tuple[tuple[DType, float], ...]:
+    """A per-dtype table of rates (``core.array.macs_per_pe``, ``core.vector.ops_per_lane``):
+    sorted by dtype; rates >= 0 (0 only where ``zero_ok``), at least one positive."""
+    items: Iterable[Any] = value.items() if isinstance(value, Mapping) else value  # type: ignore[assignment]
+    if isinstance(items, str | bytes) or not isinstance(items, Iterable):
+        raise ConfigError(f"{where} must map dtypes to {unit}, got {value!r}")
+    out: dict[DType, float] = {}
+    for item in items:
+        if not isinstance(item, tuple | list) or len(item) != 2:
+            raise ConfigError(f"{where}: entries are (dtype, {unit}) pairs, got {item!r}")
+        key, rate = item
+        if isinstance(key, str):
+            try:
+                key = DType.parse(key)
+            except ValueError as e:
+                raise ConfigError(f"{where}: {e}") from None
+        if not isinstance(key, DType):
+            raise ConfigError(f"{where}: {key!r} is not a dtype")
+        if key in out:
+            raise ConfigError(f"{where}.{key.value} is given twice")
+        out[key] = _number(rate, f"{where}.{key.value}", positive=not zero_ok, unit=unit)
+    if out and not any(r > 0 for r in out.values()):
+        raise ConfigError(f"{where}: every rate is 0; give at least one dtype a positive rate")
+    order = list(DType)
+    return tuple(sorted(out.items(), key=lambda kv: order.index(kv[0])))
+
+
+def _array(value: object) -> MacArray | None:
+    if value is None:
+        return None
+    if not isinstance(value, MacArray):
+        raise ConfigError(f"core.array must be a MacArray or None, got {type(value).__name__}")
+    _int(value.rows, "core.array.rows", 1)
+    _int(value.cols, "core.array.cols", 1)
+    _int(value.count, "core.array.count", 1)
+    flow = value.dataflow
+    if isinstance(flow, str):
+        try:
+            flow = Dataflow(flow)
+        except ValueError:
+            choices = ", ".join(d.value for d in Dataflow)
+            raise ConfigError(
+                f"core.array.dataflow = {flow!r} is unknown; choose one of {choices} "
+                "(what stays in the PEs: weight, output or input stationary)"
+            ) from None
+    if not isinstance(flow, Dataflow):
+        raise ConfigError(f"core.array.dataflow must be a Dataflow, got {flow!r}")
+    rates = _dtype_rates(
+        value.macs_per_pe, "core.array.macs_per_pe", "MACs per PE per cycle", zero_ok=True
+    )
+    return MacArray(value.rows, value.cols, flow, value.count, rates)
+
+
+def _vector(value: object) -> VectorUnit | None:
+    if value is None:
+        return None
+    if not isinstance(value, VectorUnit):
+        raise ConfigError(f"core.vector must be a VectorUnit or None, got {type(value).__name__}")
+    _int(value.lanes, "core.vector.lanes", 1)
+    rates = _dtype_rates(
+        value.ops_per_lane, "core.vector.ops_per_lane", "ops per lane per cycle", zero_ok=False
+    )
+    return VectorUnit(value.lanes, rates)
 
 
 def _memory(value: object) -> MemoryModel | None:
