@@ -29,6 +29,7 @@ from waferflow.ir.target.catalog import PRESET_DIR
 from waferflow.ir.target.units import Kind, fmt_bytes, fmt_si, parse_quantity
 
 MESH4 = (PRESET_DIR / "mesh4x4.toml").read_text()
+MESH4_ROOFLINE = MESH4[: MESH4.index("[core]")]  # the test mesh without its core tables
 
 
 def parse(text: str) -> Wafer:
@@ -53,6 +54,7 @@ def test_presets_listed() -> None:
         "mesh4x4",
         "mesh64x64",
         "torus8x8",
+        "tpu-like",
         "wse2",
         "wse3",
     ]
@@ -112,6 +114,22 @@ def test_written_toml_golden() -> None:
         "[dies.link]\n"
         "bandwidth = 50000000000.0  # 50 GB/s\n"
         "latency = 5e-09  # 5 ns\n"
+        "\n"
+        "[core]\n"
+        "overlap = true\n"
+        "fixed_cycles = 0\n"
+        "read_ports = 1\n"
+        "write_ports = 1\n"
+        "port_bandwidth = 500000000000.0  # 500 GB/s\n"
+        "\n"
+        "[core.array]\n"
+        "rows = 10\n"
+        "cols = 10\n"
+        "count = 5\n"
+        'dataflow = "weight"\n'
+        "\n"
+        "[core.vector]\n"
+        "lanes = 100\n"
     )
 
 
@@ -321,7 +339,7 @@ def test_table_expected() -> None:
 def test_malformed_toml_reports_line_and_column() -> None:
     msg = error(MESH4.replace("rows = 4", "rows = = 4"))
     assert msg.startswith("w.toml: malformed TOML:")
-    assert "line 7" in msg and "column" in msg
+    assert f"line {MESH4[: MESH4.index('rows = 4')].count(chr(10)) + 1}" in msg and "column" in msg
 
 
 def test_missing_file_and_unknown_preset(tmp_path: Path) -> None:
@@ -417,7 +435,7 @@ def test_preset_files_cite_sources() -> None:
 
 
 SEEDLIKE = (
-    MESH4
+    MESH4_ROOFLINE
     + """
 [core]
 overlap = false
@@ -456,8 +474,8 @@ def test_core_memory_and_host_tables() -> None:
     described = w.describe()
     assert "reads + compute + writes + 2 cycle(s)" in described
     assert "blocks of 256 KiB" in described and "to every core" in described
-    # presets without the tables keep the roofline, exact memory and no host
-    plain = parse(MESH4)
+    # a wafer without the tables keeps the roofline, exact memory and no host
+    plain = parse(MESH4_ROOFLINE)
     assert plain.core is None and plain.memory is None and plain.host is None
 
 
