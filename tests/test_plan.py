@@ -75,7 +75,7 @@ def test_json_round_trip_is_byte_identical(tmp_path: Path) -> None:
 
 def test_json_errors_name_the_field() -> None:
     text = plan_to_json(_plan())
-    with pytest.raises(VerificationError, match=r"actors\[0\]\.dtype = 'f33'"):
+    with pytest.raises(VerificationError, match=r"\$\.actors\[0\]\.dtype: 'f33' is not a valid"):
         plan_from_json(text.replace('"dtype": "bf16"', '"dtype": "f33"'))
     with pytest.raises(VerificationError, match=r"actors\[1\]\.phase"):
         plan_from_json(text.replace('"phase": "bwd"', '"phase": "sideways"'))
@@ -83,11 +83,11 @@ def test_json_errors_name_the_field() -> None:
         plan_from_json(text.replace("waferflow.plan", "other"))
     with pytest.raises(VerificationError, match="version"):
         plan_from_json(text.replace('"version": 1', '"version": 9'))
-    with pytest.raises(VerificationError, match=r"messages\[1\]\.bytes must be int"):
+    with pytest.raises(VerificationError, match=r"messages\[1\]\.bytes: expected an integer"):
         plan_from_json(text.replace('"bytes": 64', '"bytes": "64"'))
-    with pytest.raises(VerificationError, match=r"missing field actors\[2\]\.core"):
+    with pytest.raises(VerificationError, match=r"actors\[2\]: missing field 'core'"):
         plan_from_json(text.replace('"name": "loss", "core": 1, ', '"name": "loss", '))
-    with pytest.raises(ParseError, match="invalid JSON"):
+    with pytest.raises(ParseError, match="malformed JSON"):
         plan_from_json(text[:-5])
 
 

@@ -24,10 +24,11 @@ from pathlib import Path
 from typing import Any
 
 from waferflow.backend_sim import SimResult, estimate, simulate
-from waferflow.errors import PlanError, WaferflowError
+from waferflow.errors import ConfigError, FormatError, PlanError, WaferflowError
+from waferflow.fileio import loads_json, read_text, short, want, want_object, write_text
 from waferflow.ir.graph import Graph
 from waferflow.ir.parser import parse_graph
-from waferflow.ir.plan import Plan, plan_from_json, plan_to_json, verify_plan
+from waferflow.ir.plan import Plan, plan_from_doc, plan_to_json, verify_plan
 from waferflow.ir.summary import human_bytes
 from waferflow.ir.target import Wafer, get_wafer
 from waferflow.ir.target.toml_io import parse_wafer_toml, wafer_to_toml
@@ -170,10 +171,7 @@ class CompiledPlan:
             "plan": json.loads(plan_to_json(self.plan)),
             "notes": list(self.notes),
         }
-        out = Path(path)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-        return out
+        return write_text(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
 
     def plot_placement(self, path: str | Path) -> Path:
         from waferflow.viz import placement_view, plot_placement
@@ -188,30 +186,38 @@ class CompiledPlan:
         )
 
 
+_BUNDLE_KEYS = ("format", "version", "wafer_toml", "plan", "notes")
+
+
 def load_plan(path: str | Path, wafer: str | Path | Wafer | None = None) -> CompiledPlan:
     """Read a plan written by ``CompiledPlan.save`` (or a bare plan JSON, given a wafer)."""
-    file = Path(path)
-    if not file.is_file():
-        raise WaferflowError(f"{path}: no such plan file (write one with `waferflow compile -o`)")
-    text = file.read_text(encoding="utf-8")
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise WaferflowError(f"{path}:{err.lineno}:{err.colno}: not JSON: {err.msg}") from None
+    text = read_text(path, "plan file", "write one with `waferflow compile -o`")
+    return loads_plan(text, str(path), Path(path).parent, wafer)
+
+
+def loads_plan(
+    text: str, source: str, base_dir: Path, wafer: str | Path | Wafer | None = None
+) -> CompiledPlan:
+    """``load_plan`` on the file's text: a bundle (plan, wafer TOML, notes) or a bare plan."""
+    doc = loads_json(text, source)
     if isinstance(doc, dict) and doc.get("format") == BUNDLE_FORMAT:
-        if doc.get("version") != BUNDLE_VERSION:
-            raise WaferflowError(
-                f"{path}: version {doc.get('version')!r}; this waferflow reads {BUNDLE_VERSION}"
+
+        def err(path: str, message: str) -> FormatError:
+            return FormatError(path, message, source)
+
+        want_object(doc, "$", _BUNDLE_KEYS, ("format", "version", "wafer_toml", "plan"), error=err)
+        version = doc["version"]
+        if isinstance(version, bool) or version != BUNDLE_VERSION:
+            raise err(
+                "$.version", f"version {short(version)}; this waferflow reads {BUNDLE_VERSION}"
             )
-        plan = plan_from_json(json.dumps(doc["plan"]), source=str(path))
-        w = (
-            get_wafer(wafer)
-            if wafer is not None
-            else parse_wafer_toml(doc["wafer_toml"], f"{path}#wafer", file.parent)
-        )
-        notes = tuple(str(n) for n in doc.get("notes", ()))
+        plan = plan_from_doc(doc["plan"], source=source, path="$.plan")
+        toml = want(doc["wafer_toml"], "$.wafer_toml", str, "the wafer as TOML text", error=err)
+        notes_raw = want(doc.get("notes", []), "$.notes", list, "an array of strings", error=err)
+        notes = tuple(want(n, f"$.notes[{i}]", str, "a string", error=err) for i, n in enumerate(notes_raw))  # fmt: skip
+        w = get_wafer(wafer) if wafer is not None else parse_wafer_toml(toml, f"{source}#wafer", base_dir)  # fmt: skip
     else:
-        plan = plan_from_json(text, source=str(path))
+        plan = plan_from_doc(doc, source=source)
         w = get_wafer(wafer if wafer is not None else plan.wafer_name)
         notes = ()
     verify_plan(plan, w)
@@ -219,8 +225,12 @@ def load_plan(path: str | Path, wafer: str | Path | Wafer | None = None) -> Comp
 
 
 def resolve_wafer(wafer: str | Path | Wafer, coarsen: int = 1) -> Wafer:
+    """The wafer (preset, TOML path or ``Wafer``) and its ``coarsen`` x ``coarsen``
+    view; ``coarsen`` must be an integer >= 1."""
     w = get_wafer(wafer)
-    return w.coarsen(coarsen) if coarsen > 1 else w
+    if isinstance(coarsen, bool) or not isinstance(coarsen, int) or coarsen < 1:
+        raise ConfigError(f"coarsen must be an integer >= 1, got {short(coarsen)}")
+    return w.coarsen(coarsen)
 
 
 @contextmanager

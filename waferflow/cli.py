@@ -48,23 +48,31 @@ def _trace_model(args: argparse.Namespace):  # -> Graph
 
 
 def _read_graph(path: str):  # -> Graph
+    from waferflow.fileio import read_text
     from waferflow.ir.parser import parse_graph
     from waferflow.ir.serialize import loads_graph
 
-    file = Path(path)
-    if not file.is_file():
-        raise WaferflowError(f"{path}: no such IR file (write one with `waferflow trace`)")
-    text = file.read_text(encoding="utf-8")
-    if file.suffix == ".json":
-        return loads_graph(text)
+    text = read_text(path, "IR file", "write one with `waferflow trace`")
+    if Path(path).suffix == ".json":
+        return loads_graph(text, source=path)
     return parse_graph(text, source=path)
 
 
 def _write_text(path: str, text: str) -> None:
-    out = Path(path)
-    if out.parent and not out.parent.exists():
-        out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text, encoding="utf-8")
+    from waferflow.fileio import write_text
+
+    write_text(path, text)
+
+
+def _positive_int(text: str) -> int:
+    """argparse type: an integer >= 1 (``--coarsen 0`` is an error, not 1)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
+    return value
 
 
 # -- subcommands ---------------------------------------------------------------------------
@@ -291,20 +299,20 @@ def cmd_compile(args: argparse.Namespace) -> int:
         from waferflow.parallel import format_report
 
         print(format_report(compiled.parallel, compiled.wafer, report.result), end="")
-    written: list[str] = []
-    if args.output:
-        written.append(str(compiled.save(args.output)))
-    if args.trace:
-        written.append(str(report.to_chrome_trace(args.trace)))
-    if args.png:
-        written.append(str(compiled.plot_placement(args.png)))
-    if args.report:
-        out = Path(args.report)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(f"# {compiled.name} on {compiled.wafer.name}\n\n```\n{report}\n```\n")
-        written.append(str(out))
-    for path in written:
-        print(f"wrote {path}")
+    from waferflow.fileio import Staged, write_text
+
+    with Staged() as staged:  # nothing is written unless every output is
+        if args.output:
+            compiled.save(staged.path(args.output))
+        if args.trace:
+            report.to_chrome_trace(staged.path(args.trace))
+        if args.png:
+            compiled.plot_placement(staged.path(args.png))
+        if args.report:
+            text = f"# {compiled.name} on {compiled.wafer.name}\n\n```\n{report}\n```\n"
+            write_text(staged.path(args.report), text)
+        for path in staged.commit():
+            print(f"wrote {path}")
     return 0
 
 
@@ -367,7 +375,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "simulate one step and print the report.")  # fmt: skip
     _add_model_args(p)
     p.add_argument("--wafer", required=True, help="preset name (see `waferflow wafers`) or TOML")
-    p.add_argument("--coarsen", type=int, default=1, metavar="K",
+    p.add_argument("--coarsen", type=_positive_int, default=1, metavar="K",
                    help="plan on the coarse view: K x K cores as one node (default 1)")  # fmt: skip
     p.add_argument("--passes", help="override the pass pipeline")
     p.add_argument("--print-ir-after", action="append", metavar="PASS",
@@ -399,7 +407,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "the solver's bound.")  # fmt: skip
     _add_model_args(p)
     p.add_argument("--wafer", required=True, help="preset name or TOML")
-    p.add_argument("--coarsen", type=int, default=1, metavar="K",
+    p.add_argument("--coarsen", type=_positive_int, default=1, metavar="K",
                    help="place on the K x K coarse view (default 1)")  # fmt: skip
     p.add_argument(
         "--plan",
@@ -430,9 +438,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    from waferflow.interrupt import EXIT_INTERRUPTED, install
+
+    install()  # first: Ctrl-C from here on ends the run cleanly, imports included
     try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
         return int(args.func(args))
     except WaferflowError as err:
         print(f"waferflow: error: {err}", file=sys.stderr)
@@ -442,7 +453,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USER_ERROR
     except KeyboardInterrupt:
         print("waferflow: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from pathlib import Path
 from ortools.sat.python import cp_model
 
 from waferflow.errors import PlanError
+from waferflow.interrupt import run_interruptible
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,7 @@ def run_cpsat(
     p.log_search_progress = False
     if linearization is not None:
         p.linearization_level = linearization
-    status = solver.solve(model)
+    status = _solve(solver, model)
     name = solver.status_name(status)
     if name == "MODEL_INVALID":
         raise RuntimeError(f"internal error: CP-SAT rejected the model: {model.validate()}")
@@ -115,6 +116,14 @@ def run_cpsat(
     )
 
 
+def _solve(solver: cp_model.CpSolver, model: cp_model.CpModel) -> int:
+    """Every CP-SAT solve goes through here, so that Ctrl-C interrupts it
+    (``waferflow.interrupt``): CP-SAT's own SIGINT handler is turned off (it would end
+    the search early as if it had finished, and the compile would carry on)."""
+    solver.parameters.catch_sigint_signal = False
+    return run_interruptible(lambda: solver.solve(model), solver.stop_search)
+
+
 def complete_hint(model: cp_model.CpModel, options: SolveOptions) -> float:
     """Turn a partial hint into a complete one: solve with the hinted variables fixed
     (pure propagation, near-instant) and hint every variable with the result. A
@@ -128,7 +137,7 @@ def complete_hint(model: cp_model.CpModel, options: SolveOptions) -> float:
     p.max_time_in_seconds = max(1.0, options.wall_cap / 10)
     p.num_workers = 1
     p.random_seed = options.seed % (2**31 - 1)
-    name = solver.status_name(solver.solve(model))
+    name = solver.status_name(_solve(solver, model))
     if name in ("OPTIMAL", "FEASIBLE"):
         values = list(solver.response_proto.solution)
         model.clear_hints()

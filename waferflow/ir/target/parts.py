@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
+
+from waferflow.ir.target.ranges import EDGE, sane
 
 Coord = tuple[int, int]
 
@@ -19,20 +21,25 @@ class LinkSpec:
     """One direction of one link. Validated by the ``Wafer`` that holds it, so that
     the error can name the field (``link.bandwidth`` or ``dies.link.bandwidth``)."""
 
-    bandwidth: float  # bytes/s
-    latency: float  # seconds per hop
+    bandwidth: float = field(metadata=sane(0, 1e15, "B/s", open_lo=True, scale=EDGE))
+    latency: float = field(metadata=sane(0, 1.0, "s", scale=EDGE))  # seconds per hop
 
 
 @dataclass(frozen=True, slots=True)
 class FlowControl:
     """Packetisation and the seed machine's req/ack handshake (optional)."""
 
-    packet_bytes: int = 128  # payload bytes per packet
-    header_packets: int = 0  # extra packets per message (the seed sends a header)
-    buffers_per_core: int = 0  # 0 = unbounded input buffers
+    # payload bytes per packet
+    packet_bytes: int = field(default=128, metadata=sane(1, 2**20, "B", integer=True))
+    # extra packets per message (the seed sends a header)
+    header_packets: int = field(default=0, metadata=sane(0, 64, "packets", integer=True))
+    # 0 = unbounded input buffers
+    buffers_per_core: int = field(default=0, metadata=sane(0, 2**20, "buffers", integer=True))
     handshake: bool = False  # req / ack before data, as in AMCoDA
-    retry_cycles: int = 5  # req resent after this many cycles without ack
-    max_streams: int = 0  # concurrent in / out streams per core (memory ports); 0 = unlimited
+    # req resent after this many cycles without ack
+    retry_cycles: int = field(default=5, metadata=sane(0, 10**6, "cycles", integer=True))
+    # concurrent in / out streams per core (memory ports); 0 = unlimited
+    max_streams: int = field(default=0, metadata=sane(0, 1024, "streams", integer=True))
 
 
 @dataclass(frozen=True, slots=True)
