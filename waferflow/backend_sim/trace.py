@@ -12,6 +12,8 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from waferflow.fileio import write_text
+
 if TYPE_CHECKING:
     from waferflow.backend_sim.results import SimResult
 
@@ -108,7 +110,7 @@ def chrome_trace(result: SimResult, link_tracks: bool = False) -> dict[str, Any]
 
 def write_chrome_trace(result: SimResult, path: str | Path, link_tracks: bool = False) -> None:
     doc = chrome_trace(result, link_tracks=link_tracks)
-    Path(path).write_text(json.dumps(doc, separators=(",", ":")) + "\n", encoding="utf-8")
+    write_text(path, json.dumps(doc, separators=(",", ":")) + "\n")  # atomically
 
 
 __all__ = ["chrome_trace", "write_chrome_trace"]

@@ -10,6 +10,7 @@ from pathlib import Path
 from ortools.sat.python import cp_model
 
 from waferflow.errors import PlanError
+from waferflow.fileio import atomic_path
 from waferflow.interrupt import run_interruptible
 
 
@@ -154,7 +155,6 @@ def export(model: cp_model.CpModel, path: Path | None) -> None:
     """Write the model proto (text if the name ends in .txt / .pbtxt, else binary)."""
     if path is None:
         return
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if not model.export_to_file(str(path)):
-        raise PlanError(f"could not write the CP-SAT model to {path}")
+    with atomic_path(path) as tmp:  # the suffix (text or binary) is kept
+        if not model.export_to_file(str(tmp)):
+            raise PlanError(f"could not write the CP-SAT model to {path}")

@@ -18,6 +18,7 @@ from matplotlib.axes import Axes
 from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 
+from waferflow.fileio import atomic_path
 from waferflow.viz.data import Coord, VizError
 
 # Per-core images larger than this are max-pooled so that one hot core stays visible.
@@ -58,9 +59,8 @@ def new_figure(figsize: tuple[float, float], dpi: int) -> Figure:
 def save(fig: Figure, path: str | Path, dpi: int) -> Path:
     """Write the figure to ``path`` (format from the suffix) and free it."""
     out, fmt = output_path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with mpl.rc_context(_RC):
-        fig.savefig(out, format=fmt, dpi=dpi, metadata=_METADATA[fmt])
+    with mpl.rc_context(_RC), atomic_path(out) as tmp:  # never a half-drawn picture
+        fig.savefig(tmp, format=fmt, dpi=dpi, metadata=_METADATA[fmt])
     fig.clear()
     return out
 

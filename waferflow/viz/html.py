@@ -11,6 +11,7 @@ import html
 from collections.abc import Mapping
 from pathlib import Path
 
+from waferflow.fileio import write_text
 from waferflow.viz.data import VizError
 
 _MIME = {".png": "image/png", ".svg": "image/svg+xml"}
@@ -66,6 +67,4 @@ def write_report_html(
             "</section>",
         ]
     parts += ["</body>", "</html>", ""]
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text("\n".join(parts), encoding="utf-8")
-    return out
+    return write_text(out, "\n".join(parts))  # atomically
