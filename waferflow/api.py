@@ -31,6 +31,7 @@ from waferflow.ir.parser import parse_graph
 from waferflow.ir.plan import Plan, plan_from_doc, plan_to_json, verify_plan
 from waferflow.ir.summary import human_bytes
 from waferflow.ir.target import Wafer, get_wafer
+from waferflow.ir.target.islands import connected_view
 from waferflow.ir.target.toml_io import parse_wafer_toml, wafer_to_toml
 from waferflow.passes import DEFAULT_PIPELINE, PassContext, PassManager, parse_pipeline
 from waferflow.passes.lower_plan import lower_to_plan
@@ -276,11 +277,11 @@ def compile(
     (the default strip layout), with ``place_time`` deterministic CP-SAT seconds and
     ``seed``: the same inputs and seed give the same plan, byte for byte.
     """
-    from waferflow.frontend import load_model, trace
-
     timings: list[StepTiming] = []
-    w = resolve_wafer(wafer, coarsen)
+    # a wafer cut into islands is refused here, before anything is traced or placed
+    w, fault_notes = connected_view(resolve_wafer(wafer, coarsen))
     pipeline = parse_pipeline(passes or DEFAULT_PIPELINE)  # bad pipelines fail before tracing
+    from waferflow.frontend import load_model, trace  # torch: only once the inputs are sound
     with _timed(timings, "trace", progress):
         if isinstance(model, str | Path):
             bundle = load_model(str(model), batch=batch, seq=seq, dtype=dtype)
@@ -352,7 +353,7 @@ def compile(
         graph=graph,
         ir_snapshots=snapshots,
         timings=tuple(timings),
-        notes=tuple(str(d) for d in parallel.diagnostics) if parallel else (),
+        notes=(*fault_notes, *(str(d) for d in parallel.diagnostics)) if parallel else fault_notes,
         parallel=parallel,
         placement=placement,
         search=search,

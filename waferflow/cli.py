@@ -235,11 +235,14 @@ def cmd_place(args: argparse.Namespace) -> int:
     from pathlib import Path as _Path
 
     from waferflow.api import resolve_wafer
+    from waferflow.ir.target.islands import connected_view
     from waferflow.parallel.search import resolve_plan
     from waferflow.passes.place import place_compare
     from waferflow.passes.place_result import PlaceOptions
 
-    wafer = resolve_wafer(args.wafer, args.coarsen)
+    wafer, notes = connected_view(resolve_wafer(args.wafer, args.coarsen))
+    for note in notes:
+        print(note)
     options = PlaceOptions(
         time_limit=args.place_time,
         seed=args.seed,

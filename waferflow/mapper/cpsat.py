@@ -13,6 +13,9 @@ from waferflow.errors import PlanError
 from waferflow.fileio import atomic_path
 from waferflow.interrupt import run_interruptible
 
+GUARD_FACTOR = 20.0  # a deterministic second takes about a wall second on one free core
+GUARD_SLACK = 30.0  # wall seconds
+
 
 @dataclass(frozen=True)
 class SolveOptions:
@@ -20,9 +23,11 @@ class SolveOptions:
 
     ``time_limit`` is in CP-SAT *deterministic* seconds (roughly seconds on a typical
     core, but independent of machine load), so the same inputs and seed give the same
-    result. ``max_wall_time`` is only a safety net against hangs (default
-    ``4 x time_limit + 10`` s); if it ever fires, the result says so in its techniques
-    because it may then differ between runs.
+    result. Nothing stops on wall-clock time, except one safety net against a hung
+    solver: each CP-SAT call is stopped after ``wall_guard(its limit)`` wall seconds
+    (``max_wall_time`` if set, else ``GUARD_FACTOR`` x its deterministic limit +
+    ``GUARD_SLACK``: far more than a loaded machine needs). If that ever fires, the
+    result says so in its techniques, because it may then differ between runs.
 
     ``num_workers > 1`` runs CP-SAT's parallel portfolio: often better, but *not*
     reproducible (measured with 9.15: even ``interleave_search``, documented as
@@ -53,9 +58,12 @@ class SolveOptions:
         and may overrun a call slightly, so 2% of the limit is held back."""
         return 0.98 * self.time_limit
 
-    @property
-    def wall_cap(self) -> float:
-        return self.max_wall_time if self.max_wall_time is not None else 4 * self.time_limit + 10
+    def wall_guard(self, det_limit: float) -> float:
+        """Wall seconds after which one CP-SAT call of ``det_limit`` deterministic
+        seconds is taken to hang and stopped."""
+        if self.max_wall_time is not None:
+            return self.max_wall_time
+        return GUARD_FACTOR * det_limit + GUARD_SLACK
 
 
 @dataclass(frozen=True)
@@ -81,16 +89,16 @@ def run_cpsat(
     det_limit: float,
     *,
     seed_offset: int = 0,
-    wall_cap: float | None = None,
     linearization: int | None = None,
 ) -> CpRun:
-    """Solve ``model`` within ``det_limit`` deterministic seconds; never raises on limits."""
+    """Solve ``model`` within ``det_limit`` deterministic seconds; never raises on limits
+    (the wall-clock guard, ``SolveOptions.wall_guard``, only catches a hung solver)."""
     hint_time = complete_hint(model, options) if model.proto.solution_hint.vars else 0.0
     solver = cp_model.CpSolver()
     p = solver.parameters
     p.max_deterministic_time = max(det_limit - hint_time, 1e-3)
-    cap = options.wall_cap if wall_cap is None else wall_cap
-    p.max_time_in_seconds = max(cap, 0.05)
+    cap = options.wall_guard(det_limit)
+    p.max_time_in_seconds = cap
     p.random_seed = (options.seed + seed_offset) % (2**31 - 1)
     p.num_workers = options.num_workers
     p.relative_gap_limit = options.gap_limit
@@ -135,7 +143,7 @@ def complete_hint(model: cp_model.CpModel, options: SolveOptions) -> float:
     p = solver.parameters
     p.fix_variables_to_their_hinted_value = True
     p.max_deterministic_time = 0.5
-    p.max_time_in_seconds = max(1.0, options.wall_cap / 10)
+    p.max_time_in_seconds = options.wall_guard(p.max_deterministic_time)
     p.num_workers = 1
     p.random_seed = options.seed % (2**31 - 1)
     name = solver.status_name(_solve(solver, model))

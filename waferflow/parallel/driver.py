@@ -147,7 +147,13 @@ def parallelize(graph: Graph, wafer: Wafer, spec: ParallelPlan | str) -> Paralle
     sharding = propagate(graph, plan.mesh(), batch=batch, modes=modes)
     stages = assign_stages(graph, wafer, plan)
     return ParallelState(
-        plan, wafer, batch, sharding, stages, span=span, diagnostics=list(sharding.notes)
+        plan,
+        wafer,
+        batch,
+        sharding,
+        stages,
+        span=span,
+        diagnostics=[*span.notes, *sharding.notes],
     )
 
 
