@@ -282,6 +282,7 @@ def compile(
     w, fault_notes = connected_view(resolve_wafer(wafer, coarsen))
     pipeline = parse_pipeline(passes or DEFAULT_PIPELINE)  # bad pipelines fail before tracing
     from waferflow.frontend import load_model, trace  # torch: only once the inputs are sound
+
     with _timed(timings, "trace", progress):
         if isinstance(model, str | Path):
             bundle = load_model(str(model), batch=batch, seq=seq, dtype=dtype)

@@ -58,13 +58,14 @@ def run_interruptible(work: Callable[[], T], stop: Callable[[], None]) -> T:
             done.set()
 
     helper = threading.Thread(target=run, name="waferflow-solve", daemon=True)
-    helper.start()
     try:
+        with deferred():  # once started, the helper is always stopped and waited for
+            helper.start()
         done.wait()
     except KeyboardInterrupt:
-        stop()
         with deferred():  # a second Ctrl-C while it stops changes nothing
-            done.wait()
+            while not done.wait(0.05):
+                stop()  # again, should the first call come before the work began
         raise
     if "error" in box:
         raise box["error"]

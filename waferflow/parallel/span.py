@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from waferflow.errors import ConfigError, PlanError
+from waferflow.errors import PlanError
 from waferflow.ir.target.islands import connected_view
 from waferflow.ir.target.parts import Topology
 from waferflow.ir.target.wafer import CAPACITY_TIERS, Wafer
@@ -75,7 +75,7 @@ def choose_span(wafer: Wafer, plan: ParallelPlan) -> SpanChoice:
     while s > 1:
         try:
             view, notes = connected_view(wafer.coarsen(s), _context(wafer, s))
-        except ConfigError:
+        except PlanError:
             s -= 1  # this view's blocks straddle a cut: a finer one may not
             continue
         if strong_nodes(view) >= need:

@@ -9,7 +9,7 @@ runs before anything is placed:
 * a largest island holding all but at most ``STRANDED_MAX`` of the capacity (a few
   cores walled in by dead neighbours, common with many random faults): the wafer with
   the stranded cores marked dead, and a note saying how much capacity that left out;
-* otherwise: a ``ConfigError`` naming the islands (size, rows and columns) and what
+* otherwise: a ``PlanError`` naming the islands (size, rows and columns) and what
   to change.
 
 ``islands`` finds them in about ``O(rows + runs + faults)`` for a mesh or a torus: a
@@ -26,7 +26,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from waferflow.errors import ConfigError
+from waferflow.errors import PlanError
 from waferflow.ir.target.parts import Coord, Topology
 from waferflow.ir.target.wafer import Wafer
 
@@ -48,7 +48,7 @@ class Island:
     cells: tuple[Coord, ...] = ()  # filled in for all but the largest island
 
     def describe(self, wafer: Wafer) -> str:
-        what = "cores" if wafer.coarsen_factor == 1 else "nodes"
+        what = ("core" if wafer.coarsen_factor == 1 else "node") + ("s" if self.nodes > 1 else "")
         span = (
             f"core {list(self.cells[0])}"
             if self.nodes == 1 and self.cells
@@ -206,7 +206,7 @@ def _crossbar_groups(w: Wafer) -> list[list[list[Coord]]]:
 def connected_view(w: Wafer, context: str = "") -> tuple[Wafer, tuple[str, ...]]:
     """``w`` ready for a plan: itself when its alive nodes are connected; with the
     stranded ones marked dead (and a note) when they hold at most ``STRANDED_MAX`` of
-    its capacity; else a ``ConfigError`` naming the islands. ``context`` says where
+    its capacity; else a ``PlanError`` naming the islands. ``context`` says where
     the view comes from, for the message (``"span=3 view of mesh16x16"``)."""
     if not w.dead_cores and not w.dead_links:
         return w, ()
@@ -237,7 +237,7 @@ def connected_view(w: Wafer, context: str = "") -> tuple[Wafer, tuple[str, ...]]
         if w.coarsen_factor > 1
         else ""
     )
-    raise ConfigError(
+    raise PlanError(
         f"{name} is cut into {len(found)} islands of alive {what} that no route joins "
         f"(dead cores and links wall them off): {listed}{more}. A plan runs on connected "
         f"{what}: revive links across the cut (faults.dead_links){view_hint}, or mark the "

@@ -82,9 +82,12 @@ class Range:
 
 
 def _fmt(x: float) -> str:
-    if isinstance(x, int) or (float(x).is_integer() and abs(x) < 1e7):
-        return f"{int(x):,}"
-    return f"{x:g}"
+    """``65,536``, ``2**40``, ``1e11``: bounds as a reader would write them."""
+    if isinstance(x, int) and x >= 2**20 and x & (x - 1) == 0:
+        return f"2**{x.bit_length() - 1}"
+    if abs(x) >= 1e7 or 0 < abs(x) < 1e-3:
+        return f"{x:g}".replace("e+", "e")
+    return f"{int(x):,}" if float(x).is_integer() else f"{x:g}"
 
 
 def sane(

@@ -111,7 +111,6 @@ _BITS = re.compile(r"^[kKMGTPE]?i?(b/s|bps|b)$")
 _MAX_DIGITS = 100
 _MAX_EXPONENT = 300
 _MAX_BITS = 1000  # integers beyond 2**1000 are refused before any arithmetic
-_MAX_FLOAT = Fraction(10**308)  # float() of more overflows
 
 
 def parse_quantity(value: object, kind: Kind, path: str, clock_hz: float | None = None) -> Fraction:
@@ -183,10 +182,10 @@ def _number(text: str, value: str, path: str) -> Fraction:
 
 
 def quantity_float(value: object, kind: Kind, path: str, clock_hz: float | None = None) -> float:
-    q = parse_quantity(value, kind, path, clock_hz)
-    if abs(q) > _MAX_FLOAT:
-        raise ConfigError(f"{path} = {short(value)} is far too large for {_NOUN[kind]}")
-    return float(q)
+    try:
+        return float(parse_quantity(value, kind, path, clock_hz))
+    except OverflowError:
+        raise ConfigError(f"{path} = {short(value)} is far too large for {_NOUN[kind]}") from None
 
 
 def quantity_int(value: object, kind: Kind, path: str, clock_hz: float | None = None) -> int:
