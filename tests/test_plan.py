@@ -140,3 +140,17 @@ def test_verify_against_the_wafer() -> None:
                   order=((0, (0,)), (1, (1, 2)), (7, (3,))))  # fmt: skip
     with pytest.raises(PlanError, match=r"actors\[3\]\.core = 7 is not on wafer 'w'"):
         verify_plan(far, _wafer())
+
+
+def test_a_core_local_message_may_not_carry_a_route() -> None:
+    """Actors 1 and 2 share core 1: a route through other cores would be ignored by the
+    simulator, so the verifier refuses it (``[1]`` or null are fine)."""
+    plan = _plan()
+    local = replace(plan.messages[1], route=(1, 0, 1))
+    bad = replace(plan, messages=(plan.messages[0], local, plan.messages[2]))
+    with pytest.raises(VerificationError, match=r"messages\[1\] stays on core 1 .* visits 3 cores"):
+        verify_plan(bad)
+    with pytest.raises(VerificationError, match="stays on core 1"):
+        plan_from_json(plan_to_json(bad))
+    ok = replace(plan, messages=(plan.messages[0], replace(local, route=(1,)), plan.messages[2]))
+    verify_plan(ok, _wafer())

@@ -260,7 +260,7 @@ def _verify_fits(plan: Plan, wafer: Wafer) -> None:
     if plan.wafer_name != wafer.name and "@" in plan.wafer_name + wafer.name:
         raise PlanError(
             f"plan {short(plan.name)} was made for wafer view {short(plan.wafer_name)}, not "
-            f"{wafer.name!r}; run it on the view it was made for (--wafer {short(plan.wafer_name, 80)}, "
+            f"{wafer.name!r}; run it on the view it was made for (--wafer {plan.wafer_name[:80]}, "
             "or CompiledPlan.wafer / ParallelResult.wafer: a plan's span coarsens the wafer "
             "it is given)"
         )

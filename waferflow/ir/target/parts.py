@@ -21,7 +21,7 @@ class LinkSpec:
     """One direction of one link. Validated by the ``Wafer`` that holds it, so that
     the error can name the field (``link.bandwidth`` or ``dies.link.bandwidth``)."""
 
-    bandwidth: float = field(metadata=sane(0, 1e15, "B/s", open_lo=True, scale=EDGE))
+    bandwidth: float = field(metadata=sane(1, 1e30, "B/s", scale=EDGE))
     latency: float = field(metadata=sane(0, 1.0, "s", scale=EDGE))  # seconds per hop
 
 

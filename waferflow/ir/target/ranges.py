@@ -5,8 +5,9 @@ figures, flow control) has a range, checked when the ``Wafer`` is built (from TO
 from a preset, or by ``Wafer(...)`` in Python), so that an absurd figure is refused
 at load with its field named, instead of overflowing a float or making a tiny
 simulation run for minutes later. The bounds are generous: each is at least ten times
-past any machine we know of (WSE-3, Dojo, GPUs), and the docs list them
-(docs/errors.md, "Quantities").
+past any machine we know of (WSE-3, Dojo, GPUs); rates (FLOP/s, bytes/s) go up to
+1e30 so that a resource can be modelled as free, and start at 1 per second so that no
+duration overflows. The docs list them all (docs/errors.md, "Quantities").
 
 A field declares its range in its dataclass metadata::
 

@@ -56,11 +56,11 @@ class Wafer:
     clock_hz: float = field(metadata=sane(1e3, 1e11, "Hz"))
     # per core, by dtype (the range holds for each rate)
     peak_flops: tuple[tuple[DType, float], ...] = field(
-        metadata=sane(0, 1e16, "FLOP/s", open_lo=True, scale=AREA)
+        metadata=sane(1, 1e30, "FLOP/s", scale=AREA)
     )
     sram_bytes: int = field(metadata=sane(1, 2**40, "B", integer=True, scale=AREA))  # per core
     # bytes/s per core
-    sram_bandwidth: float = field(metadata=sane(0, 1e15, "B/s", open_lo=True, scale=AREA))
+    sram_bandwidth: float = field(metadata=sane(1, 1e30, "B/s", scale=AREA))
     link: LinkSpec
     # dies along the rows (the grid is cut into die_rows x die_cols dies)
     die_rows: int = field(default=1, metadata=sane(1, MAX_SIDE, "dies", integer=True))
