@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench lint clean setup
+.PHONY: demo test bench fuzz lint clean setup
 
 setup: $(STAMP)
 
@@ -19,6 +19,11 @@ $(STAMP): pyproject.toml
 
 test: $(STAMP)
 	$(PY) -m pytest -q -n 2 --dist loadfile tests
+
+# 25,000 mutated inputs over the five input formats; prints the count of each outcome
+# and fails on any crash or hang (tests/fuzz/runner.py; --replay FORMAT:SEED for one)
+fuzz: $(STAMP)
+	$(PY) -m tests.fuzz.runner --cases 25000
 
 demo: $(STAMP)
 	$(PY) examples/demo.py
