@@ -326,7 +326,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="waferflow",
         description="Compile PyTorch models onto wafer-scale dataflow chips and score the result.",
-        epilog="Run `waferflow COMMAND --help` for the options of one command.",
+        epilog="Run `waferflow COMMAND --help` for the options of one command. Exit status: "
+        "0 done, 2 input refused with one message (docs/errors.md), 130 interrupted (Ctrl-C); "
+        "outputs are written only when the run succeeds.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
