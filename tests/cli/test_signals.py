@@ -123,3 +123,33 @@ def test_coarsen_below_one_is_an_error(
         main(["compile", "cnn:amcoda", "--wafer", "mesh4x4", *argv])
     assert exc.value.code == 2
     assert "--coarsen: expected an integer >= 1" in capsys.readouterr().err
+
+
+def test_the_command_line_imports_nothing_heavy_before_it_owns_ctrl_c() -> None:
+    """``import waferflow.cli`` (what the ``waferflow`` script does before ``main``)
+    loads no heavy module, so Ctrl-C while torch, numpy or OR-Tools import happens
+    inside ``main``, which reports it."""
+    probe = (
+        "import sys, waferflow.cli; "
+        "print(sorted(m for m in ('torch', 'numpy', 'ortools', 'waferflow.api', "
+        "'waferflow.cli_amcoda') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_ctrl_c_while_the_package_imports(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import waferflow.cli as cli
+
+    def importing() -> None:
+        raise KeyboardInterrupt  # as if pressed while the subcommands' modules import
+
+    monkeypatch.setattr(cli, "build_parser", importing)
+    old = signal.getsignal(signal.SIGINT)
+    try:
+        assert cli.main(["compile", "cnn:amcoda", "--wafer", "mesh4x4"]) == 130
+    finally:
+        signal.signal(signal.SIGINT, old)
+    assert capsys.readouterr().err == "waferflow: interrupted\n"

@@ -33,3 +33,25 @@ def test_mutated_inputs_load_or_are_refused(fmt: Format, seed: int) -> None:
         f"{fmt.name} case {seed}: {what} (replay: python -m tests.fuzz.runner "
         f"--replay {fmt.name}:{seed})"
     ) + (f": {exc!r}" if exc else "")
+
+
+# Inputs the fuzzers found crashing a reader, kept so that they stay fixed.
+FOUND = [
+    ("wafer-toml", b'preset = "mesh4x4"\n[wafer]\nclock_hz = 0\n[link]\nlatency = "1 cycle"\n'),
+    ("plan-string", b"dp=2,span=" + b"9" * 5000),  # int() of more than 4,300 digits
+    ("plan-string", "span=\u00b2".encode()),  # a digit int() does not read
+    ("plan-bundle", None),  # a link of 5e-324 B/s: its duration overflowed a float
+    ("ir-json", None),  # {"float": [1]} as an attribute: unhashable
+]
+
+
+@pytest.mark.parametrize(("name", "data"), FOUND, ids=[f for f, _ in FOUND])
+def test_inputs_found_by_fuzzing_are_refused(name: str, data: bytes | None) -> None:
+    fmt = next(f for f in FORMATS if f.name == name)
+    if data is None and name == "plan-bundle":
+        data = fmt.seeds()[0].replace(b"bandwidth = 100000000000.0", b"bandwidth = 5e-324")
+        assert b"5e-324" in data
+    elif data is None:
+        data = fmt.seeds()[0].replace(b'"attrs": {', b'"attrs": {"odd": {"float": [1]}, ', 1)
+    what, exc = outcome(fmt, data)
+    assert what.startswith("refused"), (what, exc)

@@ -77,7 +77,7 @@ from waferflow.fileio import decode_text, short, write_text
 from waferflow.ir.dtypes import DType
 from waferflow.ir.target import catalog
 from waferflow.ir.target.parts import Coord, FlowControl, LinkSpec, Topology
-from waferflow.ir.target.ranges import MAX_CORES
+from waferflow.ir.target.ranges import MAX_CORES, check_value, declared
 from waferflow.ir.target.units import Kind, fmt_bytes, fmt_si, quantity_float, quantity_int
 from waferflow.ir.target.wafer import Wafer
 
@@ -324,6 +324,8 @@ def _build(
 ) -> Wafer:
     wt = _table(doc, "wafer")
     clock = quantity_float(_required(wt, "wafer.clock_hz", "Hz"), Kind.FREQUENCY, "wafer.clock_hz")
+    # checked now: "N cycles" and "N B/cycle" below are converted with it
+    check_value(clock, "wafer.clock_hz", declared(Wafer)["clock_hz"])
     topo_name = _str(_required(wt, "wafer.topology", "mesh, torus or crossbar"), "wafer.topology")
     choices = [t.value for t in Topology]
     if topo_name not in choices:

@@ -159,9 +159,10 @@ def parse_quantity(value: object, kind: Kind, path: str, clock_hz: float | None 
             f"{path} = {short(value)} is {_NOUN[unit_kind]}, but {path} is {_NOUN[kind]} (like {_EXAMPLE[kind]})"
         )
     if per_cycle:
-        if clock_hz is None:
+        if clock_hz is None or not clock_hz > 0:
             raise ConfigError(
-                f"{path} = {short(value)} uses cycles, but the clock (wafer.clock_hz) is unknown"
+                f"{path} = {short(value)} uses cycles, but the clock (wafer.clock_hz) is "
+                f"{'unknown' if clock_hz is None else short(clock_hz)}"
             )
         clock = Fraction(clock_hz)
         # "N cycles" is a time (N / f); "N B/cycle" and "N FLOP/cycle" are rates (N * f)
