@@ -42,7 +42,12 @@ if TYPE_CHECKING:
 
 def __getattr__(name: str) -> Any:
     target = _EXPORTS.get(name)
-    if target is None:
+    if target is None:  # a subpackage, as an eager import would have set it: wf.ir, wf.viz
+        try:
+            return importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as err:
+            if err.name != f"{__name__}.{name}":
+                raise
         raise AttributeError(f"module 'waferflow' has no attribute {name!r}")
     value = getattr(importlib.import_module(target[0]), target[1])
     globals()[name] = value

@@ -213,10 +213,6 @@ def kind_name(value: Any) -> str:
 ErrorFactory = Callable[[str, str], WaferflowError]
 
 
-def _format_error(source: str) -> ErrorFactory:
-    return lambda path, message: FormatError(path, message, source)
-
-
 def want_object(
     value: Any,
     path: str,
@@ -227,7 +223,7 @@ def want_object(
 ) -> dict[str, Any]:
     """``value`` as an object. With ``keys``, every key must be one of them (else a
     did-you-mean); ``required`` is a count (the first keys) or the required keys."""
-    err = error or _format_error("")
+    err = error or FormatError
     if not isinstance(value, dict):
         raise err(path, f"expected an object, found {kind_name(value)}")
     if keys is not None:
@@ -261,7 +257,7 @@ def want(
     else:
         ok = check(value)
     if not ok:
-        raise (error or _format_error(""))(
+        raise (error or FormatError)(
             path, f"expected {what}, found {kind_name(value)} {short(value)}"
         )
     return value
@@ -276,7 +272,7 @@ def want_int(
     error: ErrorFactory | None = None,
 ) -> int:
     """An integer (not a boolean) in ``lo..hi``."""
-    err = error or _format_error("")
+    err = error or FormatError
     if isinstance(value, bool) or not isinstance(value, int):
         raise err(path, f"expected an integer, found {kind_name(value)} {short(value)}")
     if not lo <= value <= hi:
