@@ -154,7 +154,7 @@ def test_ctrl_c_interrupts_work_running_in_native_code() -> None:
 
     def work() -> str:
         started.set()
-        stop.wait()  # blocks like a solve, until stop() is called
+        stop.wait(300)  # blocks like a solve until stop() (the timeout: a hang guard only)
         log.append("work returned")
         return "finished"
 

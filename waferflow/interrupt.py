@@ -61,7 +61,10 @@ def run_interruptible(work: Callable[[], T], stop: Callable[[], None]) -> T:
     try:
         with deferred():  # once started, the helper is always stopped and waited for
             helper.start()
-        done.wait()
+        # Waited for in short steps: a signal that lands just before a blocking wait
+        # does not interrupt it, and would only be seen once the work had finished.
+        while not done.wait(0.1):
+            pass
     except KeyboardInterrupt:
         with deferred():  # a second Ctrl-C while it stops changes nothing
             while not done.wait(0.05):
