@@ -347,33 +347,45 @@ def atomic_dir(path: str | Path) -> Iterator[Path]:
     replaces ``path`` (an existing folder there is moved aside and removed only after
     the new one is in place). On an exception the temporary folder is removed."""
     out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"))
+    tmp = _temp_dir_for(out)
     try:
         yield tmp
-        old = None
-        if out.exists():
-            old = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".old"))
-            os.replace(out, old / out.name)
-        os.replace(tmp, out)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+        _replace_dir(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     _fsync_dir(out.parent)
 
 
+def _temp_dir_for(out: Path) -> Path:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"))
+
+
+def _replace_dir(tmp: Path, out: Path) -> None:
+    """Put the folder ``tmp`` at ``out``; an existing one is moved aside first and
+    removed only once the new one is in place."""
+    old = None
+    if out.exists():
+        old = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".old"))
+        os.replace(out, old / out.name)
+    os.replace(tmp, out)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
 class Staged:
     """Outputs held back until the run has succeeded.
 
     ``path(final)`` gives a temporary path beside ``final`` to write to (by any
-    writer, atomic or not); ``commit()`` renames them all into place with Ctrl-C
-    deferred until the last rename; leaving the ``with`` block without a commit (an
-    error, Ctrl-C) removes the temporaries, so nothing is written."""
+    writer, atomic or not), ``folder(final)`` a temporary folder; ``commit()`` renames
+    them all into place with Ctrl-C deferred until the last rename; leaving the
+    ``with`` block without a commit (an error, Ctrl-C) removes the temporaries, so
+    nothing is written."""
 
     def __init__(self) -> None:
         self._pending: list[tuple[Path, Path]] = []
+        self._folders: list[tuple[Path, Path]] = []
 
     def __enter__(self) -> Staged:
         return self
@@ -388,6 +400,12 @@ class Staged:
         self._pending.append((tmp, out))
         return tmp
 
+    def folder(self, final: str | Path) -> Path:
+        out = Path(final)
+        tmp = _temp_dir_for(out)
+        self._folders.append((tmp, out))
+        return tmp
+
     def commit(self) -> list[Path]:
         from waferflow.interrupt import deferred
 
@@ -398,7 +416,11 @@ class Staged:
                     os.fsync(f.fileno())
                 os.replace(tmp, out)
                 done.append(out)
+            for tmp, out in self._folders:
+                _replace_dir(tmp, out)
+                done.append(out)
             self._pending.clear()
+            self._folders.clear()
         for folder in {p.parent for p in done}:
             _fsync_dir(folder)
         return done
@@ -406,4 +428,7 @@ class Staged:
     def discard(self) -> None:
         for tmp, _ in self._pending:
             tmp.unlink(missing_ok=True)
+        for tmp, _ in self._folders:
+            shutil.rmtree(tmp, ignore_errors=True)
         self._pending.clear()
+        self._folders.clear()

@@ -20,7 +20,7 @@ from waferflow.ir.dtypes import DType
 from waferflow.ir.graph import Phase
 from waferflow.ir.opkind import OpKind
 from waferflow.ir.parser import parse_graph
-from waferflow.ir.plan import Actor, Message, Plan, plan_to_json
+from waferflow.ir.plan import Actor, HostTransfer, Message, OpWork, Plan, plan_to_json
 from waferflow.ir.printer import print_graph
 from waferflow.ir.serialize import dumps_graph, loads_graph
 from waferflow.ir.target import get_wafer, parse_wafer_toml, wafer_to_toml
@@ -69,21 +69,32 @@ def _plan_string(data: bytes) -> object:
     return str(parse_plan(data.decode("utf-8", errors="surrogateescape")))
 
 
+# a placed parallel plan in the IR: shardings, stages, micro-batches, placements
+PARALLEL_IR = GOLDEN.parent / "passes" / "place" / "mlp_dp2_pp2_mb2.wf"
+
+
 @functools.cache
 def _ir_seeds() -> list[bytes]:
-    return [(GOLDEN / "mlp_train.ir").read_bytes()]
+    placed = b"".join(
+        line for line in PARALLEL_IR.read_bytes().splitlines(keepends=True)
+        if not line.startswith(b"#")
+    )  # fmt: skip
+    return [(GOLDEN / "mlp_train.ir").read_bytes(), placed]
 
 
 @functools.cache
 def _json_seeds() -> list[bytes]:
-    return [(GOLDEN / "mlp_train.json").read_bytes()]
+    placed = parse_graph(_ir_seeds()[1].decode(), source="placed.wf")
+    return [(GOLDEN / "mlp_train.json").read_bytes(), dumps_graph(placed).encode()]
 
 
 def seed_plan() -> Plan:
-    """A small hand-made plan on mesh4x4: routes, a core-local message, recompute."""
+    """A small hand-made plan on mesh4x4: routes, a core-local message, recompute, an
+    actor's datapath passes, a last use, host transfers."""
     actors = [
         Actor(0, "embed", 0, flops=10, dtype=DType.BF16, op_kind=OpKind.EMBEDDING,
-              module="emb", mem_bytes=4096, out_bytes=256, layer="emb"),
+              module="emb", mem_bytes=4096, out_bytes=256, layer="emb",
+              work=(OpWork(OpKind.EMBEDDING, 10, (64, 128), (256,)),)),
         Actor(1, "mm", 1, flops=2_000_000, bytes_read=300, bytes_written=200,
               phase=Phase.BWD, op_kind=OpKind.MATMUL, stage=1, microbatch=1),
         Actor(2, "loss", 1, op_kind=OpKind.NLL_LOSS),
@@ -91,10 +102,13 @@ def seed_plan() -> Plan:
     ]  # fmt: skip
     messages = [
         Message(0, 0, 1, 256),
-        Message(1, 1, 2, 64, route=(1,)),
+        Message(1, 1, 2, 64, route=(1,), last_use=2),
         Message(2, 2, 3, 128, route=(1, 2), holds=False),
     ]
-    return Plan.build("p", "mesh4x4", actors, messages, notes=("hand-made",), source="hand")
+    host = [HostTransfer(0, 4096, "emb.weight"), HostTransfer(3, 128, "upd.out", to_host=True)]
+    return Plan.build(
+        "p", "mesh4x4", actors, messages, notes=("hand-made",), source="hand", host=host
+    )
 
 
 @functools.cache
@@ -114,6 +128,7 @@ def _bundle_seeds() -> list[bytes]:
 
 @functools.cache
 def _toml_seeds() -> list[bytes]:
+    # amcoda and example have every table: [core], [memory], [host], [flow], [faults]
     return [(PRESET_DIR / f"{name}.toml").read_bytes() for name in ("mesh4x4", "amcoda", "example")]
 
 
@@ -126,6 +141,8 @@ def _plan_seeds() -> list[bytes]:
             "tp=2;pp=2;schedule=1f1b;span=3",
             "layers=ddt,ways=4",
             "dp=2,grad-reduce=root,algo=ring,group=layer,overlap=true",
+            "gpipe=4",
+            "pipe,cut=layer",
         )
     ]
 

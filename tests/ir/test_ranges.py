@@ -46,10 +46,17 @@ def test_every_numeric_field_declares_a_range(cls: type) -> None:
 def range_rows() -> list[str]:
     """The table of docs/errors.md, one row per declared range, as it must read."""
     rows = []
-    for cls, prefix in ((Wafer, ""), (parts.LinkSpec, "link."), (parts.FlowControl, "flow.")):
+    tables = (
+        (Wafer, ""),
+        (parts.LinkSpec, "link."),
+        (parts.FlowControl, "flow."),
+        (parts.CoreModel, "core."),
+        (parts.MemoryModel, "memory."),
+    )
+    for cls, prefix in tables:
         for name, rng in declared(cls).items():
             path = TOML_PATH[name] if cls is Wafer else prefix + name
-            path += ".<dtype>" if name == "peak_flops" else ""
+            path += {"peak_flops": ".<dtype>", "rates": ".<op group>"}.get(name, "")
             rows.append(f"| `{path}` | {rng.describe()} |")
     return rows
 

@@ -78,12 +78,15 @@ def emit_experiment(
     predicted: AmcodaResult | None = None,
     seed: int = 0,
     cnn: Cnn | None = None,
+    name: str | None = None,
 ) -> Path:
     """Write the experiment folder for ``exp`` and return its path.
 
     ``predicted`` is waferflow's simulation of ``exp`` (run here if not given; it sets
     ``test_time``). ``seed`` makes the input values; ``cnn``, if given, is recorded in
-    ``predicted.json`` so that ``waferflow emit predicted.json`` can rebuild the folder."""
+    ``predicted.json`` so that ``waferflow emit predicted.json`` can rebuild the folder.
+    ``name`` is the folder's name the settings record (default: ``out_dir``'s), for a
+    folder written elsewhere first and renamed into place (``fileio.Staged``)."""
     check_format_limits(exp)
     validate_experiment(exp)
     if predicted is None:
@@ -104,7 +107,7 @@ def emit_experiment(
             text = host_script(p, annotate=True, experiment=exp.name)
             (script / f"host_{p.actor}.txt").write_text(text, encoding="utf-8")
         write_input_files(exp, script, seed)
-        settings = settings_json(exp, predicted, final.name)
+        settings = settings_json(exp, predicted, name or final.name)
         (root / "settings.json").write_text(json.dumps(settings, indent=1) + "\n", encoding="utf-8")
         doc = predicted_json(exp, predicted, seed=seed, cnn=cnn)
         (root / "predicted.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")

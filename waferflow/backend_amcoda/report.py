@@ -179,12 +179,12 @@ class SeedCompileResult:
     def __str__(self) -> str:
         return self.summary()
 
-    def emit(self, out_dir: str | Path, *, seed: int = 0) -> Path:
+    def emit(self, out_dir: str | Path, *, seed: int = 0, name: str | None = None) -> Path:
         """Write the experiment folder (see ``emit_experiment``)."""
         from waferflow.backend_amcoda.emit import emit_experiment
 
         return emit_experiment(
-            self.experiment, out_dir, predicted=self.result, seed=seed, cnn=self.cnn
+            self.experiment, out_dir, predicted=self.result, seed=seed, cnn=self.cnn, name=name
         )
 
     def plan_json(self) -> dict[str, Any]:
@@ -253,7 +253,9 @@ def load_plan_file(path: str | Path) -> PlanFile:
     if not isinstance(doc, dict) or doc.get("format") not in (PLAN_FORMAT, PREDICTED_FORMAT):
         fmt = doc.get("format") if isinstance(doc, dict) else None
         hint = (
-            " (a waferflow.compiled bundle holds the generic actor plan, not a seed plan)"
+            " (a waferflow.compiled bundle holds the compiled actor plan, not a seed plan: "
+            "`waferflow compile MODEL --wafer amcoda --plan P --emit amcoda --emit-dir DIR` "
+            "writes the seed's programs for a compiled plan)"
             if fmt == "waferflow.compiled"
             else ""
         )

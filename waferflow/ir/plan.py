@@ -32,6 +32,15 @@ from waferflow.fileio import (
 from waferflow.ir.dtypes import DType
 from waferflow.ir.graph import Phase
 from waferflow.ir.opkind import OpKind
+from waferflow.ir.plan_parts import (
+    HostTransfer,
+    OpWork,
+    host_doc,
+    host_from,
+    verify_uses,
+    work_doc,
+    work_from,
+)
 from waferflow.ir.target.wafer import Wafer
 
 PLAN_FORMAT = "waferflow.plan"
@@ -40,7 +49,9 @@ PLAN_VERSION = 1
 
 @dataclass(frozen=True, slots=True)
 class Actor:
-    """One op (or op shard) bound to one core; runs once per step."""
+    """One op (or op shard) bound to one core; runs once per step. ``work`` lists its
+    datapath passes (``OpWork``), one per op (more for an op that computes several
+    results in turn, such as a convolution's input and weight gradients)."""
 
     id: int
     name: str
@@ -57,6 +68,7 @@ class Actor:
     stage: int = 0  # pipeline stage
     microbatch: int = 0
     layer: str = ""
+    work: tuple[OpWork, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +79,11 @@ class Message:
     the simulator's default routing (dimension-order with detours). ``holds`` is False
     when the consumer recomputes the value instead of reading the producer's buffer
     (activation recompute): the producer's buffer is then not kept for it (JSON writes
-    the field only when False)."""
+    the field only when False). Messages of one producer with the same ``bcast`` >= 0
+    carry the same data to several cores (a broadcast: one outgoing stream serves
+    them all). ``last_use`` is the last actor on the destination core that reads the
+    data, which keeps the received buffer until it ends (-1: the destination actor
+    itself). JSON writes both only when set."""
 
     id: int
     src_actor: int
@@ -75,12 +91,15 @@ class Message:
     bytes: int
     route: tuple[int, ...] | None = None
     holds: bool = True
+    bcast: int = -1
+    last_use: int = -1
 
 
 @dataclass(frozen=True, slots=True)
 class Plan:
     """An actor program. ``order`` lists, per core (sorted by core id), the ids of the
-    actors that core runs, in execution order."""
+    actors that core runs, in execution order. ``host`` lists what the host streams in
+    and receives (empty when the plan was made for a wafer without a host)."""
 
     name: str
     wafer_name: str
@@ -89,6 +108,7 @@ class Plan:
     order: tuple[tuple[int, tuple[int, ...]], ...]
     notes: tuple[str, ...] = ()
     source: str = ""  # what produced the plan (a pass name, "hand", ...)
+    host: tuple[HostTransfer, ...] = ()
 
     @staticmethod
     def build(
@@ -100,6 +120,7 @@ class Plan:
         *,
         notes: Sequence[str] = (),
         source: str = "",
+        host: Sequence[HostTransfer] = (),
     ) -> Plan:
         """Make a plan; ``order=None`` runs each core's actors in id order."""
         if order is None:
@@ -115,6 +136,7 @@ class Plan:
             order=tuple(sorted((int(c), tuple(ids)) for c, ids in order.items())),
             notes=tuple(notes),
             source=source,
+            host=tuple(host),
         )
 
     def order_of(self, core: int) -> tuple[int, ...]:
@@ -197,6 +219,7 @@ def verify_plan(plan: Plan, wafer: Wafer | None = None) -> None:
                     f"link: write its route as [{src_core}] or null"
                 )
     _verify_order(plan)
+    verify_uses(plan)
     _verify_acyclic(plan)
     if wafer is not None:
         _verify_fits(plan, wafer)
@@ -307,6 +330,7 @@ def _actor_doc(a: Actor) -> dict[str, Any]:
         "stage": a.stage,
         "microbatch": a.microbatch,
         "layer": a.layer,
+        **({"work": [work_doc(w) for w in a.work]} if a.work else {}),
     }
 
 
@@ -318,6 +342,8 @@ def _message_doc(m: Message) -> dict[str, Any]:
         "bytes": m.bytes,
         "route": None if m.route is None else list(m.route),
         **({} if m.holds else {"holds": False}),
+        **({"bcast": m.bcast} if m.bcast != -1 else {}),
+        **({"last_use": m.last_use} if m.last_use != -1 else {}),
     }
 
 
@@ -350,6 +376,8 @@ def plan_to_json(plan: Plan) -> str:
 
     block("actors", [_dump(_actor_doc(a)) for a in plan.actors])
     block("messages", [_dump(_message_doc(m)) for m in plan.messages])
+    if plan.host:
+        block("host", [_dump(host_doc(h)) for h in plan.host])
     block("order", [_dump({"core": c, "actors": list(ids)}) for c, ids in plan.order], True)
     lines.append("}")
     return "\n".join(lines) + "\n"
@@ -360,7 +388,10 @@ class PlanFormatError(FormatError, VerificationError):
     (``$.actors[3].core``). A ``VerificationError`` too, as it always was."""
 
 
-_TOP_KEYS = ("format", "version", "name", "wafer", "source", "notes", "actors", "messages", "order")
+_TOP_KEYS = (
+    "format", "version", "name", "wafer", "source", "notes", "actors", "messages", "host",
+    "order",
+)  # fmt: skip
 _TOP_REQUIRED = ("format", "version", "name", "wafer", "actors", "messages", "order")
 _ORDER_KEYS = ("core", "actors")
 _ACTOR_REQUIRED = ("id", "name", "core", "dtype", "phase", "op_kind")
@@ -401,6 +432,8 @@ def plan_from_doc(doc: Any, *, source: str = "<json>", path: str = "$") -> Plan:
     messages = tuple(
         _message_from(d, f"{path}.messages[{i}]", err) for i, d in enumerate(messages_raw)
     )
+    host_raw = want(doc.get("host", []), f"{path}.host", list, "an array", error=err)
+    host = tuple(host_from(d, f"{path}.host[{i}]", err) for i, d in enumerate(host_raw))
     order: list[tuple[int, tuple[int, ...]]] = []
     for i, d in enumerate(want(doc["order"], f"{path}.order", list, "an array", error=err)):
         where = f"{path}.order[{i}]"
@@ -410,12 +443,13 @@ def plan_from_doc(doc: Any, *, source: str = "<json>", path: str = "$") -> Plan:
         order.append(
             (core, tuple(want_int(x, f"{where}.actors[{j}]", error=err) for j, x in enumerate(ids)))
         )
-    plan = Plan(name, wafer_name, actors, messages, tuple(order), tuple(notes), plan_source)
+    plan = Plan(name, wafer_name, actors, messages, tuple(order), tuple(notes), plan_source, host)
     verify_plan(plan)
     return plan
 
 
-def _enum(cls: Any, value: Any, where: str, err: ErrorFactory) -> Any:
+def json_enum(cls: Any, value: Any, where: str, err: ErrorFactory) -> Any:
+    """``cls(value)`` for a JSON string, or an error naming ``where``."""
     want(value, where, str, f"a {cls.__name__} name (a string)", error=err)
     try:
         return cls(value)
@@ -432,6 +466,7 @@ def _actor_from(d: Any, where: str, err: ErrorFactory) -> Actor:
     def text(key: str) -> str:
         return want(d.get(key, ""), f"{where}.{key}", str, "a string", error=err)
 
+    work = want(d.get("work", []), f"{where}.work", list, "an array", error=err)
     return Actor(
         id=count("id"),
         name=text("name"),
@@ -439,15 +474,16 @@ def _actor_from(d: Any, where: str, err: ErrorFactory) -> Actor:
         flops=count("flops"),
         bytes_read=count("bytes_read"),
         bytes_written=count("bytes_written"),
-        dtype=_enum(DType, d["dtype"], f"{where}.dtype", err),
-        phase=_enum(Phase, d["phase"], f"{where}.phase", err),
-        op_kind=_enum(OpKind, d["op_kind"], f"{where}.op_kind", err),
+        dtype=json_enum(DType, d["dtype"], f"{where}.dtype", err),
+        phase=json_enum(Phase, d["phase"], f"{where}.phase", err),
+        op_kind=json_enum(OpKind, d["op_kind"], f"{where}.op_kind", err),
         module=text("module"),
         mem_bytes=count("mem_bytes"),
         out_bytes=count("out_bytes"),
         stage=count("stage"),
         microbatch=count("microbatch"),
         layer=text("layer"),
+        work=tuple(work_from(w, f"{where}.work[{j}]", err) for j, w in enumerate(work)),
     )
 
 
@@ -464,6 +500,8 @@ def _message_from(d: Any, where: str, err: ErrorFactory) -> Message:
         bytes=want_int(d["bytes"], f"{where}.bytes", error=err),
         route=route,
         holds=want(d.get("holds", True), f"{where}.holds", bool, "true or false", error=err),
+        bcast=want_int(d.get("bcast", -1), f"{where}.bcast", -1, error=err),
+        last_use=want_int(d.get("last_use", -1), f"{where}.last_use", -1, error=err),
     )
 
 
@@ -481,7 +519,9 @@ __all__ = [
     "PLAN_FORMAT",
     "PLAN_VERSION",
     "Actor",
+    "HostTransfer",
     "Message",
+    "OpWork",
     "Plan",
     "PlanFormatError",
     "load_plan",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
-from waferflow.ir.target.ranges import EDGE, sane
+from waferflow.ir.target.ranges import AREA, EDGE, sane
 
 Coord = tuple[int, int]
 
@@ -40,6 +40,59 @@ class FlowControl:
     retry_cycles: int = field(default=5, metadata=sane(0, 10**6, "cycles", integer=True))
     # concurrent in / out streams per core (memory ports); 0 = unlimited
     max_streams: int = field(default=0, metadata=sane(0, 1024, "streams", integer=True))
+
+
+# Op groups whose compute rate a ``CoreModel`` may set (the names of ``opkind.GROUPS``).
+CORE_RATE_GROUPS: tuple[str, ...] = (
+    "matmul", "elementwise", "reduction", "normalization", "pooling", "movement",
+    "embedding", "loss", "optimizer", "collective",
+)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class CoreModel:
+    """How one core times one op (``[core]``; a wafer without it uses the roofline).
+
+    An actor runs its ops one *pass* at a time (``ir.plan.OpWork``). A pass reads its
+    operands through ``read_ports`` ports and writes its results through
+    ``write_ports`` ports, each moving ``port_bandwidth`` bytes/s; operands are spread
+    over the ports largest first, so with no more operands than ports the read takes
+    as long as the largest operand. Its compute takes ``flops / rate`` where ``rate``
+    is the pass's op group's entry in ``rates`` (FLOP/s; ``inf``: the group takes no
+    compute cycles of its own, it streams at the ports' rate), else the wafer's peak
+    for the dtype. With ``overlap`` the pass takes the slowest of read, compute and
+    write (a roofline per pass); without, their sum (the seed machine's ALU: R + C +
+    W). Every pass adds ``fixed_cycles``. Reads, compute and writes are counted in
+    whole clock cycles."""
+
+    overlap: bool = True
+    fixed_cycles: int = field(default=0, metadata=sane(0, 10**6, "cycles", integer=True))
+    read_ports: int = field(default=1, metadata=sane(1, 64, "ports", integer=True))
+    write_ports: int = field(default=1, metadata=sane(1, 64, "ports", integer=True))
+    # bytes/s per port
+    port_bandwidth: float = field(default=0.0, metadata=sane(1, 1e30, "B/s", scale=AREA))
+    # (op group, FLOP/s), sorted by group; the range holds for each rate (inf allowed)
+    rates: tuple[tuple[str, float], ...] = field(
+        default=(), metadata=sane(1, 1e30, "FLOP/s", scale=AREA, allow_inf=True)
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryModel:
+    """How a core's SRAM is handed out (``[memory]``; without it, buffers take their
+    exact bytes from the moment their actor starts, and peaks are only reported).
+
+    ``block_bytes``: buffers take whole blocks of this size (0: exact bytes).
+    ``lookahead``: a core allocates the buffers of its next ``lookahead`` actors (in
+    its order) ahead of time, as an issue window or reservation table does; an actor
+    leaves the window once it has ended (0: a buffer is allocated when its actor
+    starts). ``first_fit``: buffers are contiguous
+    runs of blocks placed first-fit, and an actor whose buffers do not fit waits until
+    enough is freed (false: the peak is reported, never enforced)."""
+
+    block_bytes: int = field(default=0, metadata=sane(0, 2**40, "B", integer=True))
+    lookahead: int = field(default=0, metadata=sane(0, 4096, "actors", integer=True))
+    first_fit: bool = False
 
 
 @dataclass(frozen=True, slots=True)

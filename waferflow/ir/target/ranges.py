@@ -74,6 +74,7 @@ class Range:
     integer: bool
     open_lo: bool = False
     scale: Scale = NONE
+    allow_inf: bool = False  # +inf is also accepted (a rate that takes no time)
 
     def describe(self) -> str:
         low = f"> {_fmt(self.lo)}" if self.open_lo else f">= {_fmt(self.lo)}"
@@ -99,9 +100,10 @@ def sane(
     integer: bool = False,
     open_lo: bool = False,
     scale: Scale = NONE,
+    allow_inf: bool = False,
 ) -> dict[str, Range]:
     """Field metadata declaring a range: ``field(metadata=sane(1, 64, "packets"))``."""
-    return {"range": Range(lo, hi, unit, integer, open_lo, scale)}
+    return {"range": Range(lo, hi, unit, integer, open_lo, scale, allow_inf)}
 
 
 @functools.cache
@@ -119,6 +121,8 @@ def check_value(value: Any, where: str, rng: Range, k: int = 1) -> int | float:
     if rng.integer and not isinstance(value, int):
         raise ConfigError(f"{where} must be an integer, got {short(value)}")
     if isinstance(value, float) and not math.isfinite(value):
+        if rng.allow_inf and value == math.inf:
+            return value
         raise ConfigError(f"{where} must be finite, got {value!r}")
     factor = {NONE: 1, EDGE: k, AREA: k * k}[rng.scale]
     per = value / factor if factor != 1 else value
@@ -141,7 +145,13 @@ def check_value(value: Any, where: str, rng: Range, k: int = 1) -> int | float:
 
 
 def check_fields(obj: Any, prefix: str, k: int = 1) -> None:
-    """Check every field of the dataclass ``obj`` that declares a range."""
+    """Check every field of the dataclass ``obj`` that declares a range; a field that
+    holds (key, number) pairs (rates by dtype or op group) has each number checked."""
     assert is_dataclass(obj)
     for name, rng in declared(type(obj)).items():
-        check_value(getattr(obj, name), f"{prefix}.{name}", rng, k)
+        value = getattr(obj, name)
+        if isinstance(value, tuple):
+            for key, v in value:
+                check_value(v, f"{prefix}.{name}.{getattr(key, 'value', key)}", rng, k)
+        else:
+            check_value(value, f"{prefix}.{name}", rng, k)

@@ -7,6 +7,7 @@ message serves a TOML file and a ``Wafer(...)`` call.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import fields
@@ -15,7 +16,15 @@ from typing import TYPE_CHECKING, Any
 from waferflow.errors import ConfigError
 from waferflow.fileio import short
 from waferflow.ir.dtypes import DType
-from waferflow.ir.target.parts import Coord, FlowControl, LinkSpec, Topology
+from waferflow.ir.target.parts import (
+    CORE_RATE_GROUPS,
+    Coord,
+    CoreModel,
+    FlowControl,
+    LinkSpec,
+    MemoryModel,
+    Topology,
+)
 from waferflow.ir.target.ranges import MAX_CORES, Range, check_fields, check_value, declared
 
 if TYPE_CHECKING:
@@ -39,6 +48,9 @@ TOML_PATH: dict[str, str] = {
     "dead_links": "faults.dead_links",
     "partial_cores": "faults.partial_cores",
     "flow": "flow",
+    "core": "core",
+    "memory": "memory",
+    "host": "host",
     "coarsen_factor": "wafer.coarsen_factor",
     "fine_rows": "wafer.fine_rows",
     "fine_cols": "wafer.fine_cols",
@@ -131,6 +143,50 @@ def _flow(value: object) -> FlowControl | None:
     return value
 
 
+def _core(value: object, k: int) -> CoreModel | None:
+    if value is None:
+        return None
+    if not isinstance(value, CoreModel):
+        raise ConfigError(f"core must be a CoreModel or None, got {type(value).__name__}")
+    if not isinstance(value.overlap, bool):
+        raise ConfigError(f"core.overlap must be true or false, got {short(value.overlap)}")
+    rates: dict[str, float] = {}
+    items = value.rates.items() if isinstance(value.rates, Mapping) else value.rates
+    for item in items:
+        if not isinstance(item, tuple | list) or len(item) != 2:
+            raise ConfigError(
+                f"core.rates: entries are (op group, FLOP/s) pairs, got {short(item)}"
+            )
+        group, rate = item
+        if group not in CORE_RATE_GROUPS:
+            raise ConfigError(
+                f"core.rates.{short(group)}: unknown op group; use one of {', '.join(CORE_RATE_GROUPS)}"
+            )
+        if group in rates:
+            raise ConfigError(f"core.rates.{group} is given twice")
+        rates[group] = rate
+    core = dataclasses.replace(value, rates=tuple(sorted(rates.items())))
+    check_fields(core, "core", k)  # ranges (ranges.py); a rate may be inf: no compute cycles
+    return dataclasses.replace(
+        core,
+        port_bandwidth=float(core.port_bandwidth),
+        rates=tuple((g, float(r)) for g, r in core.rates),
+    )
+
+
+def _memory(value: object) -> MemoryModel | None:
+    if value is None:
+        return None
+    if not isinstance(value, MemoryModel):
+        raise ConfigError(f"memory must be a MemoryModel or None, got {type(value).__name__}")
+    if not isinstance(value.first_fit, bool):
+        raise ConfigError(f"memory.first_fit must be true or false, got {short(value.first_fit)}")
+    check_fields(value, "memory")
+    if value.first_fit and value.block_bytes == 0:
+        raise ConfigError("memory.first_fit places buffers in blocks: give memory.block_bytes too")
+    return value
+
+
 def normalize_and_validate(w: Wafer) -> None:
     """Bring ``w``'s fields to canonical types (floats, frozensets, sorted tuples) and
     check every invariant; raise ``ConfigError`` naming the first bad field."""
@@ -181,6 +237,15 @@ def normalize_and_validate(w: Wafer) -> None:
     if w.d2d_link is not None:
         _set(w, "d2d_link", _linkspec(w.d2d_link, "dies.link", k))
     _set(w, "flow", _flow(w.flow))
+    _set(w, "core", _core(w.core, k))
+    _set(w, "memory", _memory(w.memory))
+    if w.memory is not None and w.memory.block_bytes > w.sram_bytes:
+        raise ConfigError(
+            f"memory.block_bytes = {w.memory.block_bytes} is larger than a core's SRAM "
+            f"(wafer.sram_bytes = {w.sram_bytes})"
+        )
+    if w.host is not None:
+        _set(w, "host", _linkspec(w.host, "host", 1))  # one link per core, on any view
 
     # --- faults ---
     dead = frozenset(_coord(c, label("dead_cores")) for c in _iterable(w.dead_cores, "dead_cores"))

@@ -30,11 +30,29 @@ from functools import cached_property
 from waferflow.ir.dtypes import DType
 from waferflow.ir.target import coarsen as _coarsen
 from waferflow.ir.target import describe as _describe
-from waferflow.ir.target.parts import Coord, FlowControl, Link, LinkSpec, Topology
+from waferflow.ir.target.parts import (
+    Coord,
+    CoreModel,
+    FlowControl,
+    Link,
+    LinkSpec,
+    MemoryModel,
+    Topology,
+)
 from waferflow.ir.target.ranges import AREA, MAX_SIDE, sane
 from waferflow.ir.target.validate import normalize_and_validate
 
-__all__ = ["CAPACITY_TIERS", "Coord", "FlowControl", "Link", "LinkSpec", "Topology", "Wafer"]
+__all__ = [
+    "CAPACITY_TIERS",
+    "Coord",
+    "CoreModel",
+    "FlowControl",
+    "Link",
+    "LinkSpec",
+    "MemoryModel",
+    "Topology",
+    "Wafer",
+]
 
 # Which listed rate stands in for a dtype the wafer does not list (see Wafer.peak).
 _FALLBACK: dict[DType, tuple[DType, ...]] = {
@@ -69,6 +87,9 @@ class Wafer:
     dead_cores: frozenset[Coord] = field(default_factory=frozenset)
     dead_links: frozenset[tuple[Coord, Coord]] = field(default_factory=frozenset)  # undirected
     flow: FlowControl | None = None
+    core: CoreModel | None = None  # how a core times an op (None: the roofline)
+    memory: MemoryModel | None = None  # how SRAM is handed out (None: exact, reported only)
+    host: LinkSpec | None = None  # the host's own link to every core (None: no host)
     # k when this is a k x k coarse view of a finer wafer
     coarsen_factor: int = field(default=1, metadata=sane(1, MAX_SIDE, "", integer=True))
     source: str = ""  # where the figures come from
