@@ -55,7 +55,8 @@ def _read_graph(path: str):  # -> Graph
     from waferflow.ir.serialize import loads_graph
 
     if path == "-":
-        text = decode_text(sys.stdin.buffer.read(), "<stdin>")
+        raw = getattr(sys.stdin, "buffer", None)  # bytes, unless stdin is already text
+        text = decode_text(raw.read(), "<stdin>") if raw is not None else sys.stdin.read()
         if text.lstrip().startswith("{"):
             return loads_graph(text, source="<stdin>")
         return parse_graph(text, source="<stdin>")

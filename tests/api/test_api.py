@@ -63,7 +63,9 @@ def test_ranks_are_saved_with_the_plan(compiled: wf.CompiledPlan, tmp_path: Path
     doc = json.loads(path.read_text())
     doc["ranks"] = {"0": "nonsense"}
     path.write_text(json.dumps(doc))
-    with pytest.raises(WaferflowError, match="'ranks' is malformed"):
+    with pytest.raises(
+        WaferflowError, match=r"\$\.ranks\.0: expected \[stage, rank, ranks, dp, tp\]"
+    ):
         wf.load_plan(path)
 
 
