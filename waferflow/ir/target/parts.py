@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 
 from waferflow.ir.dtypes import DType
+from waferflow.ir.target.ranges import AREA, EDGE, sane
 
 Coord = tuple[int, int]
 
@@ -40,20 +41,25 @@ class LinkSpec:
     """One direction of one link. Validated by the ``Wafer`` that holds it, so that
     the error can name the field (``link.bandwidth`` or ``dies.link.bandwidth``)."""
 
-    bandwidth: float  # bytes/s
-    latency: float  # seconds per hop
+    bandwidth: float = field(metadata=sane(1, 1e30, "B/s", scale=EDGE))
+    latency: float = field(metadata=sane(0, 1.0, "s", scale=EDGE))  # seconds per hop
 
 
 @dataclass(frozen=True, slots=True)
 class FlowControl:
     """Packetisation and the seed machine's req/ack handshake (optional)."""
 
-    packet_bytes: int = 128  # payload bytes per packet
-    header_packets: int = 0  # extra packets per message (the seed sends a header)
-    buffers_per_core: int = 0  # 0 = unbounded input buffers
+    # payload bytes per packet
+    packet_bytes: int = field(default=128, metadata=sane(1, 2**20, "B", integer=True))
+    # extra packets per message (the seed sends a header)
+    header_packets: int = field(default=0, metadata=sane(0, 64, "packets", integer=True))
+    # 0 = unbounded input buffers
+    buffers_per_core: int = field(default=0, metadata=sane(0, 2**20, "buffers", integer=True))
     handshake: bool = False  # req / ack before data, as in AMCoDA
-    retry_cycles: int = 5  # req resent after this many cycles without ack
-    max_streams: int = 0  # concurrent in / out streams per core (memory ports); 0 = unlimited
+    # req resent after this many cycles without ack
+    retry_cycles: int = field(default=5, metadata=sane(0, 10**6, "cycles", integer=True))
+    # concurrent in / out streams per core (memory ports); 0 = unlimited
+    max_streams: int = field(default=0, metadata=sane(0, 1024, "streams", integer=True))
 
 
 # Op groups whose compute rate a ``CoreModel`` may set (the names of ``opkind.GROUPS``).
@@ -80,11 +86,15 @@ class MacArray:
     array does not take that dtype, its matmuls run on the vector unit). An empty
     table: one MAC per PE per cycle for every dtype."""
 
-    rows: int
-    cols: int
+    # per fine core: a coarse view keeps the fine core's array (core_model tiles a node)
+    rows: int = field(metadata=sane(1, 4096, "PEs", integer=True))
+    cols: int = field(metadata=sane(1, 4096, "PEs", integer=True))
     dataflow: Dataflow = Dataflow.WEIGHT
-    count: int = 1
-    macs_per_pe: tuple[tuple[DType, float], ...] = ()
+    count: int = field(default=1, metadata=sane(1, 1024, "arrays", integer=True))
+    # by dtype; 0: the array does not take the dtype
+    macs_per_pe: tuple[tuple[DType, float], ...] = field(
+        default=(), metadata=sane(0, 1024, "MACs/cycle")
+    )
 
     def rate(self, dtype: DType) -> float:
         """MACs per PE per cycle for ``dtype`` (0: not on the array)."""
@@ -102,8 +112,10 @@ class VectorUnit:
     operation, two FLOPs; fallback as ``rate_for``). An empty table: one op per lane
     per cycle for every dtype."""
 
-    lanes: int
-    ops_per_lane: tuple[tuple[DType, float], ...] = ()
+    lanes: int = field(metadata=sane(1, 65536, "lanes", integer=True))  # per fine core
+    ops_per_lane: tuple[tuple[DType, float], ...] = field(
+        default=(), metadata=sane(0, 1024, "ops/cycle", open_lo=True)
+    )
 
     def rate(self, dtype: DType) -> float:
         """Element operations per lane per cycle for ``dtype``."""
@@ -137,11 +149,15 @@ class CoreModel:
     closed forms."""
 
     overlap: bool = True
-    fixed_cycles: int = 0
-    read_ports: int = 1
-    write_ports: int = 1
-    port_bandwidth: float = 0.0  # bytes/s per port
-    rates: tuple[tuple[str, float], ...] = ()  # (op group, FLOP/s), sorted by group
+    fixed_cycles: int = field(default=0, metadata=sane(0, 10**6, "cycles", integer=True))
+    read_ports: int = field(default=1, metadata=sane(1, 64, "ports", integer=True))
+    write_ports: int = field(default=1, metadata=sane(1, 64, "ports", integer=True))
+    # bytes/s per port
+    port_bandwidth: float = field(default=0.0, metadata=sane(1, 1e30, "B/s", scale=AREA))
+    # (op group, FLOP/s), sorted by group; the range holds for each rate (inf allowed)
+    rates: tuple[tuple[str, float], ...] = field(
+        default=(), metadata=sane(1, 1e30, "FLOP/s", scale=AREA, allow_inf=True)
+    )
     array: MacArray | None = None
     vector: VectorUnit | None = None
 
@@ -159,8 +175,8 @@ class MemoryModel:
     runs of blocks placed first-fit, and an actor whose buffers do not fit waits until
     enough is freed (false: the peak is reported, never enforced)."""
 
-    block_bytes: int = 0
-    lookahead: int = 0
+    block_bytes: int = field(default=0, metadata=sane(0, 2**40, "B", integer=True))
+    lookahead: int = field(default=0, metadata=sane(0, 4096, "actors", integer=True))
     first_fit: bool = False
 
 
