@@ -135,7 +135,8 @@ def class_lines(stats: tuple[ClassStat, ...], top: int = 6) -> list[str]:
         "  op classes (share of compute time; achieved fraction of the unit's peak; bound by):"
     ]
     for s in stats[:top]:
-        bounds = ", ".join(f"{b} {100 * t / s.busy_ps:.0f} %" for b, t in s.bounds if t)
+        shares = [(b, 100 * t / s.busy_ps) for b, t in s.bounds]
+        bounds = ", ".join(f"{b} {share:.0f} %" for b, share in shares if share >= 0.5)
         lines.append(
             f"    {s.op_class:<14}{100 * s.busy_ps / total:5.1f} %  "
             f"{100 * s.utilisation:5.1f} % of {' / '.join(s.units)}"
