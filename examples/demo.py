@@ -3,7 +3,9 @@
 Trace GPT-2's training step on meta tensors, run the default passes, parallelise it
 (dp=2, tp=12, pp=4, 4 micro-batches) onto the 84x84 coarse view of a WSE-2 (12 x 9 nodes
 of 7,056 cores each), simulate one step, print the report, and write the pictures, the
-plan, the IR, a Perfetto trace and an offline HTML report under out/demo/.
+plan, the IR, a Perfetto trace and an offline HTML report under out/demo/. The report
+says, per op class (matmul, elementwise, ...), what fraction of its unit's peak the
+cores achieved; ``--roofline`` drops the wafer's core model ([core]) for comparison.
 
     python examples/demo.py [--model hf:gpt2] [--wafer wse2] [--coarsen 84] [--plan ...]
 """
@@ -14,9 +16,11 @@ import argparse
 import json
 import sys
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import waferflow as wf
+from waferflow.api import resolve_wafer
 from waferflow.fileio import write_text
 from waferflow.ir.summary import summarize
 
@@ -31,15 +35,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--coarsen", type=int, default=84, help="plan on the K x K coarse view")
     ap.add_argument("--plan", default="dp=2,tp=12,pp=4,microbatches=4", help="parallel plan")
     ap.add_argument("--out", default="out/demo")
+    ap.add_argument(
+        "--roofline", action="store_true", help="time ops by the roofline, not the wafer's [core]"
+    )
     args = ap.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
 
     print(f"== compiling {args.model} ({args.mode}, batch {args.batch}, seq {args.seq}) "
           f"onto {args.wafer}")  # fmt: skip
+    wafer = resolve_wafer(args.wafer)
+    if args.roofline:
+        wafer = replace(wafer, core=None)
     compiled = wf.compile(
         args.model,
-        wafer=args.wafer,
+        wafer=wafer,
         mode=args.mode,
         batch=args.batch,
         seq=args.seq,

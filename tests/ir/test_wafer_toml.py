@@ -121,6 +121,8 @@ def test_written_toml_golden() -> None:
         "read_ports = 1\n"
         "write_ports = 1\n"
         "port_bandwidth = 500000000000.0  # 500 GB/s\n"
+        'source = "round numbers, not a real machine: five 10 x 10 weight-stationary arrays '
+        '(the 1 TFLOP/s peak), 100 vector lanes, 1 + 1 ports of 500 B/cycle (the 1 TB/s SRAM)"\n'
         "\n"
         "[core.array]\n"
         "rows = 10\n"
@@ -491,3 +493,34 @@ def test_core_memory_and_host_tables() -> None:
 )
 def test_core_and_memory_errors_name_the_field(old: str, new: str, message: str) -> None:
     assert message in error(SEEDLIKE.replace(old, new))
+
+
+@pytest.mark.parametrize(
+    "name", ["wse2", "wse3", "dojo-d1", "amcoda", "mesh4x4", "mesh16x16", "mesh64x64", "torus8x8"]
+)
+def test_presets_describe_their_core_with_its_sources(name: str) -> None:
+    w = get_wafer(name)
+    assert w.core is not None and w.core.source
+    shown = w.describe()
+    assert "  core " in shown and f"core source   {w.core.source}" in shown
+    if w.core.array is not None:
+        assert "MAC array" in shown
+    if w.core.vector is not None:
+        assert "vector unit" in shown
+    # the compute units (or, on the seed machine, its rates) account for the wafer's peak
+    core = w.core
+    if core.array is not None:
+        for d, _ in w.peak_flops:
+            unit = core.array.peak_macs(d) or core.vector.peak_ops(d)  # type: ignore[union-attr]
+            assert 2 * unit * w.clock_hz == pytest.approx(w.peak(d))
+    elif core.vector is not None:
+        for d, _ in w.peak_flops:
+            assert 2 * core.vector.peak_ops(d) * w.clock_hz == pytest.approx(w.peak(d))
+    else:
+        assert 2 * w.clock_hz * 1024 == dict(core.rates)["matmul"]  # the seed ALU's 1024 MACs
+
+
+def test_core_source_must_be_a_string() -> None:
+    assert "core.source must be a string" in error(
+        MESH4.replace('source = "round numbers', "source = 3 #", 1)
+    )

@@ -162,6 +162,8 @@ def describe(w: Wafer) -> str:
         row("vector unit", _vector(w.core.vector, w.clock_hz))
     if w.core is not None and k > 1 and (w.core.array or w.core.vector):
         row("", f"(per fine core; a node has {k} x {k} of them, see docs/simulator.md)")
+    if w.core is not None and w.core.source:
+        row("core source", w.core.source)
     row("memory", _memory(w.memory))
     row("host", "none" if w.host is None else _link(w.host, w.clock_hz) + " to every core")
     row("source", w.source or "(not given)")

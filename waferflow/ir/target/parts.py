@@ -160,6 +160,7 @@ class CoreModel:
     )
     array: MacArray | None = None
     vector: VectorUnit | None = None
+    source: str = ""  # where the figures come from, or which are assumptions
 
 
 @dataclass(frozen=True, slots=True)

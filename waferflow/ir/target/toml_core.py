@@ -36,6 +36,7 @@ def parse_core(table: dict[str, Any], clock: float) -> CoreModel:
         rates=tuple(rates),
         array=_array(table["array"]) if "array" in table else None,
         vector=_vector(table["vector"]) if "vector" in table else None,
+        source=table.get("source", ""),
     )
 
 
@@ -102,6 +103,8 @@ def core_memory_doc(w: Wafer) -> dict[str, Any]:
                 doc["core"]["vector"]["ops_per_lane"] = {
                     d.value: r for d, r in c.vector.ops_per_lane
                 }
+        if c.source:
+            doc["core"]["source"] = c.source
     if w.memory is not None:
         m = w.memory
         doc["memory"] = {

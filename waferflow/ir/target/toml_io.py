@@ -56,6 +56,7 @@ Schema (every table and key; ``presets/example.toml`` is a commented example)::
     read_ports = 4           # operands read at once
     write_ports = 1          # results written at once
     port_bandwidth = 1.28e10 # bytes/s per port
+    source = "..."           # where its figures come from, or that they are assumptions
 
     [core.rates]             # FLOP/s per op group (inf: no compute cycles of its own);
     pooling = 1.024e11       #   groups not listed use the array / vector unit below,
@@ -177,6 +178,7 @@ _SCHEMA: dict[str, Any] = {
             "macs_per_pe": "dtypes",
         },
         "vector": {"lanes": None, "ops_per_lane": "dtypes"},
+        "source": None,
     },
     "memory": {"block_bytes": None, "lookahead": None, "first_fit": None},
     "host": _LINK,

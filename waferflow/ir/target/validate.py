@@ -153,6 +153,8 @@ def _core(value: object, k: int) -> CoreModel | None:
         raise ConfigError(f"core must be a CoreModel or None, got {type(value).__name__}")
     if not isinstance(value.overlap, bool):
         raise ConfigError(f"core.overlap must be true or false, got {short(value.overlap)}")
+    if not isinstance(value.source, str):
+        raise ConfigError(f"core.source must be a string, got {short(value.source)}")
     rates: dict[str, float] = {}
     items = value.rates.items() if isinstance(value.rates, Mapping) else value.rates
     for item in items:
