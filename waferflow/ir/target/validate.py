@@ -104,18 +104,30 @@ def _linkspec(value: object, where: str, k: int) -> LinkSpec:
 
 
 def _peaks(value: object, k: int, rng: Range) -> tuple[tuple[DType, float], ...]:
-    where = label("peak_flops")
+    out = _dtype_table(value, label("peak_flops"), rng, k)
+    if not out:
+        raise ConfigError(
+            f"{label('peak_flops')} is empty: give at least one rate, e.g. f32 = 1e12"
+        )
+    return out
+
+
+def _dtype_table(
+    value: object, where: str, rng: Range, k: int = 1
+) -> tuple[tuple[DType, float], ...]:
+    """A table of rates by dtype (``wafer.peak_flops``, ``core.array.macs_per_pe``,
+    ``core.vector.ops_per_lane``), each in ``rng``, sorted by dtype."""
     items: Iterable[Any]
     if isinstance(value, Mapping):
         items = value.items()
     elif isinstance(value, tuple | list):
         items = value
     else:
-        raise ConfigError(f"{where} must map dtypes to FLOP/s, got {short(value)}")
+        raise ConfigError(f"{where} must map dtypes to {rng.unit}, got {short(value)}")
     out: dict[DType, float] = {}
     for item in items:
         if not isinstance(item, tuple | list) or len(item) != 2:
-            raise ConfigError(f"{where}: entries are (dtype, FLOP/s) pairs, got {short(item)}")
+            raise ConfigError(f"{where}: entries are (dtype, {rng.unit}) pairs, got {short(item)}")
         key, rate = item
         if isinstance(key, str):
             try:
@@ -127,8 +139,6 @@ def _peaks(value: object, k: int, rng: Range) -> tuple[tuple[DType, float], ...]
         if key in out:
             raise ConfigError(f"{where}.{key.value} is given twice")
         out[key] = float(check_value(rate, f"{where}.{key.value}", rng, k))
-    if not out:
-        raise ConfigError(f"{where} is empty: give at least one rate, e.g. f32 = 1e12")
     order = list(DType)
     return tuple(sorted(out.items(), key=lambda kv: order.index(kv[0])))
 
@@ -188,34 +198,11 @@ def _core(value: object, k: int) -> CoreModel | None:
 
 
 def _dtype_rates(value: object, where: str, rng: Range) -> tuple[tuple[DType, float], ...]:
-    """A per-dtype table of rates (``core.array.macs_per_pe``, ``core.vector.ops_per_lane``)
-    in the field's range, sorted by dtype; at least one rate positive."""
-    items: Iterable[Any]
-    if isinstance(value, Mapping):
-        items = value.items()
-    elif isinstance(value, tuple | list):
-        items = value
-    else:
-        raise ConfigError(f"{where} must map dtypes to {rng.unit}, got {short(value)}")
-    out: dict[DType, float] = {}
-    for item in items:
-        if not isinstance(item, tuple | list) or len(item) != 2:
-            raise ConfigError(f"{where}: entries are (dtype, {rng.unit}) pairs, got {short(item)}")
-        key, rate = item
-        if isinstance(key, str):
-            try:
-                key = DType.parse(key)
-            except ValueError as e:
-                raise ConfigError(f"{where}: {e}") from None
-        if not isinstance(key, DType):
-            raise ConfigError(f"{where}: {short(key)} is not a dtype")
-        if key in out:
-            raise ConfigError(f"{where}.{key.value} is given twice")
-        out[key] = float(check_value(rate, f"{where}.{key.value}", rng))
-    if out and not any(r > 0 for r in out.values()):
+    """A unit's rates by dtype: at least one positive when any is given."""
+    out = _dtype_table(value, where, rng)
+    if out and not any(r > 0 for _, r in out):
         raise ConfigError(f"{where}: every rate is 0; give at least one dtype a positive rate")
-    order = list(DType)
-    return tuple(sorted(out.items(), key=lambda kv: order.index(kv[0])))
+    return out
 
 
 def _array(value: object) -> MacArray | None:
