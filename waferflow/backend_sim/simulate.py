@@ -24,7 +24,7 @@ def simulate(plan: Plan, wafer: Wafer, config: SimConfig | None = None) -> SimRe
     not fit the wafer (dead cores, bad routes, no path)."""
     cfg = config or SimConfig()
     p = prepare(plan, wafer, cfg)
-    raw = run(p)
+    raw = run(p, cfg.engine)
     return _assemble(plan, wafer, p, raw)
 
 
@@ -98,9 +98,7 @@ def _assemble(plan: Plan, wafer: Wafer, p: Prepared, raw: RawRun) -> SimResult:
         events=raw.events,
         packet_hops=p.packet_hops(),
         memory_log=tuple((c, tuple(ev)) for c, ev in raw.mem_log or ()),
-        link_occupancy=tuple(
-            (p.msg_links[m], tuple(raw.occ_start[m]), tuple(raw.occ_end[m])) for m in range(n_msg)
-        ),
+        link_occupancy=tuple((p.msg_links[m], *raw.occ(m)) for m in range(n_msg)),
     )
 
 
