@@ -87,7 +87,7 @@ def run(p: Prepared, engine: str = "auto") -> RawRun:
             why = "the wafer's memory model ([memory]) runs in the pure-Python engine only"
         else:
             flat = engine_jit.flatten(p)
-            if engine_jit.fits_int64(p, flat):
+            if flat is not None and engine_jit.fits_int64(p, flat):
                 return _run_compiled(p, flat)
             why = "event times could exceed 2**62 ps, past the compiled engine's int64"
         if engine == "compiled":

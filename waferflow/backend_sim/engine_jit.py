@@ -82,8 +82,16 @@ def _csr(rows: list[tuple[int, ...]] | list[list[int]]) -> tuple[np.ndarray, np.
     return ptr, ids
 
 
-def flatten(p: Prepared) -> Flat:
-    """The arrays of ``p`` (``Prepared``) for the compiled loop."""
+def flatten(p: Prepared) -> Flat | None:
+    """The arrays of ``p`` (``Prepared``) for the compiled loop; None when a duration
+    does not fit an int64."""
+    try:
+        return _flatten(p)
+    except OverflowError:
+        return None
+
+
+def _flatten(p: Prepared) -> Flat:
     ord_ptr, ord_ids = _csr(p.order)
     out_ptr, out_ids = _csr(p.out_msgs)
     hop_ptr, hop_link = _csr(p.msg_links)
