@@ -56,15 +56,17 @@ def cases(draw: st.DrawFn) -> tuple[Plan, Wafer, SimConfig]:
     n_cores = rows * cols
     n = draw(st.integers(2, 10))
     actors = [
-        actor(i, draw(st.integers(0, n_cores - 1)), flops=draw(st.sampled_from([0, 0, 1000, 7000])))
+        actor(i, draw(st.integers(0, n_cores - 1)), flops=draw(st.sampled_from([0, 0, 1000, 7000])),
+              out_bytes=draw(st.sampled_from([0, 100, 4000])), mem_bytes=draw(st.integers(0, 50)))
         for i in range(n)
-    ]
+    ]  # fmt: skip
     msgs: list[Message] = []
     for _ in range(draw(st.integers(0, 16))):
         a = draw(st.integers(0, n - 2))
         b = draw(st.integers(a + 1, n - 1))
         bcast = draw(st.sampled_from([-1, -1, 0, 1]))
-        msgs.append(Message(len(msgs), a, b, draw(st.integers(0, 900)), bcast=bcast))
+        holds = draw(st.booleans())  # False: the consumer recomputes the value
+        msgs.append(Message(len(msgs), a, b, draw(st.integers(0, 900)), bcast=bcast, holds=holds))
     host = [
         HostTransfer(draw(st.integers(0, n - 1)), draw(st.integers(0, 700)),
                      to_host=draw(st.booleans()))
@@ -153,3 +155,16 @@ def test_a_deadlock_is_the_same_error() -> None:
 def test_engine_option_is_checked() -> None:
     with pytest.raises(ConfigError, match="engine"):
         SimConfig(engine="fast")
+
+
+@SETTINGS
+@given(cases())
+def test_peak_memory_on_arrays_is_the_loop(case: tuple[Plan, Wafer, SimConfig]) -> None:
+    """The vectorised peak memory (int64 arrays) against the event-by-event sum."""
+    from waferflow.backend_sim import analysis
+
+    plan, w, cfg = case
+    p = prepare(plan, w, cfg)
+    raw = run(p)
+    args = (plan, p, raw.start, raw.end, raw.data_start, raw.arrive)
+    assert analysis._peak_memory_arrays(*args) == analysis._peak_memory_loop(*args)

@@ -48,7 +48,7 @@ CAUSE_MEMORY = 4  # memory was freed ([memory] model), so it could be admitted
 class RawRun:
     """What the engine records (ps; indexed by actor / message id). The per-hop
     figures of all messages are in one list each: message m's hops are
-    ``occ_ptr[m]:occ_ptr[m + 1]`` (``occ(m)``)."""
+    ``occ_ptr[m]:occ_ptr[m + 1]``."""
 
     start: list[int]
     end: list[int]
@@ -63,11 +63,6 @@ class RawRun:
     events: int
     mem_peak: list[int] | None = None  # per plan core, bytes ([memory] model only)
     mem_log: list[tuple[int, list[tuple[int, int]]]] | None = None  # per core: (ps, +-bytes)
-
-    def occ(self, m: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
-        """Per hop of message m: (first packet starts on the link, last packet leaves)."""
-        a, b = self.occ_ptr[m], self.occ_ptr[m + 1]
-        return tuple(self.occ_start[a:b]), tuple(self.occ_end[a:b])
 
 
 def run(p: Prepared, engine: str = "auto") -> RawRun:
