@@ -123,7 +123,9 @@ def main(argv: list[str] | None = None) -> int:
     load0 = os.getloadavg()
     # the compiled loop's one-time cost: numba compiles it, or loads it from its cache
     w0 = mesh(4)
-    t_first, _ = cpu(lambda: run(prepare(random_traffic(w0, 20, 2, 0), w0, SimConfig()), "compiled"))
+    t_first, _ = cpu(
+        lambda: run(prepare(random_traffic(w0, 20, 2, 0), w0, SimConfig()), "compiled")
+    )
     rows = []
     cfg = SimConfig(packet_bytes=PACKET_BYTES)
     for n, n_msgs in CASES:

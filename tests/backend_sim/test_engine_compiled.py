@@ -11,8 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from waferflow.backend_sim import SimConfig, SimResult, simulate
-from waferflow.backend_sim import engine_jit
+from waferflow.backend_sim import SimConfig, SimResult, engine_jit, simulate
 from waferflow.backend_sim.engine import run, run_python
 from waferflow.backend_sim.network import prepare
 from waferflow.errors import ConfigError, PlanError

@@ -197,7 +197,8 @@ if AVAILABLE:
             if c >= n:
                 break
             if c + 1 < n and (
-                heap[c + 1, 0] < heap[c, 0] or (heap[c + 1, 0] == heap[c, 0] and heap[c + 1, 1] < heap[c, 1])
+                heap[c + 1, 0] < heap[c, 0]
+                or (heap[c + 1, 0] == heap[c, 0] and heap[c + 1, 1] < heap[c, 1])
             ):
                 c += 1
             if heap[c, 0] < t or (heap[c, 0] == t and heap[c, 1] < s):
@@ -215,8 +216,27 @@ if AVAILABLE:
         heap[pos, 3] = heap[n, 3]
         heap[pos, 4] = heap[n, 4]
 
+    @njit("void(int64[::1], int64[::1], int64[::1], int64, int64)", cache=True)
+    def _enqueue(head, tail, nxt, q, m):  # type: ignore[no-untyped-def]
+        """Append message m to FIFO queue q (a linked list through nxt)."""
+        if tail[q] < 0:
+            head[q] = m
+        else:
+            nxt[tail[q]] = m
+        tail[q] = m
+
+    @njit("int64(int64[::1], int64[::1], int64[::1], int64)", cache=True)
+    def _dequeue(head, tail, nxt, q):  # type: ignore[no-untyped-def]
+        """Take the first message of FIFO queue q (-1 when empty)."""
+        m = head[q]
+        if m >= 0:
+            head[q] = nxt[m]
+            if head[q] < 0:
+                tail[q] = -1
+        return m
+
     @njit(cache=True)
-    def _loop(  # type: ignore[no-untyped-def]  # noqa: C901 - one loop, as engine.run
+    def _loop(  # type: ignore[no-untyped-def]
         dur, actor_ci, ord_ptr, ord_ids, out_ptr, out_ids,
         msg_src, msg_dst, msg_local, msg_lastk,
         hop_ptr, hop_link, hop_lat, hop_sf, hop_sl,
@@ -299,11 +319,7 @@ if AVAILABLE:
                 d = dst_ci[m]
                 c = cap[d]
                 if c and in_used[d] >= c:
-                    if in_tail[d] < 0:
-                        in_head[d] = m
-                    else:
-                        in_next[in_tail[d]] = m
-                    in_tail[d] = m
+                    _enqueue(in_head, in_tail, in_next, d, m)
                     return heap
                 in_used[d] += 1
             return grant(heap, m, t)
@@ -315,28 +331,25 @@ if AVAILABLE:
                 return _push(heap, st, ta, m, 0, _REQ)
             return request_in(heap, m, t)
 
-        def stream_out(heap, m, t):  # type: ignore[no-untyped-def]
-            out_left[m] = grp_ptr[m + 1] - grp_ptr[m]
+        def go_all(heap, m, t):  # type: ignore[no-untyped-def]
             for g in range(grp_ptr[m], grp_ptr[m + 1]):
                 heap = go_out(heap, grp_ids[g], t)
             return heap
+
+        def stream_out(heap, m, t):  # type: ignore[no-untyped-def]
+            out_left[m] = grp_ptr[m + 1] - grp_ptr[m]
+            return go_all(heap, m, t)
 
         def launch(heap, m, t):  # type: ignore[no-untyped-def]
             if streams:
                 s = src_ci[m]
                 c = cap[s]
                 if c and out_used[s] >= c:
-                    if out_tail[s] < 0:
-                        out_head[s] = m
-                    else:
-                        out_next[out_tail[s]] = m
-                    out_tail[s] = m
+                    _enqueue(out_head, out_tail, out_next, s, m)
                     return heap
                 out_used[s] += 1
                 return stream_out(heap, m, t)
-            for g in range(grp_ptr[m], grp_ptr[m + 1]):
-                heap = go_out(heap, grp_ids[g], t)
-            return heap
+            return go_all(heap, m, t)
 
         for ci in range(n_core):
             heap = try_start(heap, ci, 0, CAUSE_NONE, -1)
@@ -422,20 +435,14 @@ if AVAILABLE:
                     out_left[ld] -= 1
                     if out_left[ld] == 0:
                         out_used[s] -= 1
-                        w = out_head[s]
+                        w = _dequeue(out_head, out_tail, out_next, s)
                         if w >= 0:
-                            out_head[s] = out_next[w]
-                            if out_head[s] < 0:
-                                out_tail[s] = -1
                             out_used[s] += 1
                             heap = stream_out(heap, w, t)
                     dc = dst_ci[m]
                     in_used[dc] -= 1
-                    w = in_head[dc]
+                    w = _dequeue(in_head, in_tail, in_next, dc)
                     if w >= 0:
-                        in_head[dc] = in_next[w]
-                        if in_head[dc] < 0:
-                            in_tail[dc] = -1
                         in_used[dc] += 1
                         tw = t
                         if handshake and retry > 0:

@@ -27,9 +27,7 @@ def simulate(plan: Plan, wafer: Wafer, config: SimConfig | None = None) -> SimRe
     return _assemble(plan, wafer, p, raw)
 
 
-def _network(
-    p: Prepared, raw: RawRun, n_msg: int
-) -> tuple[tuple[int, ...], list[int], list[int]]:
+def _network(p: Prepared, raw: RawRun, n_msg: int) -> tuple[tuple[int, ...], list[int], list[int]]:
     """Per message its queueing (arrival past the data start and the closed-form
     transit); per used link its payload bytes and busy time (headers included). Messages
     of the same shape (latencies, serialisations, packets) share one closed form."""
