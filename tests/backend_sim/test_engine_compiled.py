@@ -123,10 +123,10 @@ def test_the_memory_model_runs_in_python_and_compiled_says_why_not() -> None:
 def test_times_past_int64_fall_back_to_python() -> None:
     """A compute time near 2**62 ps cannot be held by the compiled loop's int64: auto
     runs Python (exact integers), compiled refuses."""
-    # 1e-6 FLOP/s: 10**4 FLOPs take about 1e22 ps (past int64 alone); 3 FLOPs take
-    # 3e18 ps, which fits, but two in a row pass 2**62
-    for flops in (10**4, 3):
-        w = wafer(1, 2, peak=1e-6)
+    # 1 FLOP/s (the least a wafer may declare): 10**10 FLOPs take 1e22 ps (past int64
+    # alone); 3 * 10**6 FLOPs take 3e18 ps, which fits, but two in a row pass 2**62
+    for flops in (10**10, 3 * 10**6):
+        w = wafer(1, 2, peak=1.0)
         plan = Plan.build("slow", w.name, [actor(0, 0, flops=flops), actor(1, 1, flops=flops)],
                           [Message(0, 0, 1, 8)])  # fmt: skip
         res = simulate(plan, w)
