@@ -5,7 +5,8 @@ Trace GPT-2's training step on meta tensors, run the default passes, parallelise
 of 7,056 cores each), simulate one step, print the report, and write the pictures, the
 plan, the IR, a Perfetto trace and an offline HTML report under out/demo/. The report
 says, per op class (matmul, elementwise, ...), what fraction of its unit's peak the
-cores achieved; ``--roofline`` drops the wafer's core model ([core]) for comparison.
+cores achieved; the same plan is then timed on the roofline (the wafer without its
+core model, [core]) for comparison.
 
     python examples/demo.py [--model hf:gpt2] [--wafer wse2] [--coarsen 84] [--plan ...]
 """
@@ -20,7 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import waferflow as wf
-from waferflow.api import resolve_wafer
+from waferflow.backend_sim import simulate
 from waferflow.fileio import write_text
 from waferflow.ir.summary import summarize
 
@@ -35,21 +36,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--coarsen", type=int, default=84, help="plan on the K x K coarse view")
     ap.add_argument("--plan", default="dp=2,tp=12,pp=4,microbatches=4", help="parallel plan")
     ap.add_argument("--out", default="out/demo")
-    ap.add_argument(
-        "--roofline", action="store_true", help="time ops by the roofline, not the wafer's [core]"
-    )
     args = ap.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
 
     print(f"== compiling {args.model} ({args.mode}, batch {args.batch}, seq {args.seq}) "
           f"onto {args.wafer}")  # fmt: skip
-    wafer = resolve_wafer(args.wafer)
-    if args.roofline:
-        wafer = replace(wafer, core=None)
     compiled = wf.compile(
         args.model,
-        wafer=wafer,
+        wafer=args.wafer,
         mode=args.mode,
         batch=args.batch,
         seq=args.seq,
@@ -66,6 +61,13 @@ def main(argv: list[str] | None = None) -> int:
     report = compiled.simulate()
     print()
     print(report)
+    if compiled.wafer.core is not None:
+        roof = simulate(compiled.plan, replace(compiled.wafer, core=None)).step_time
+        step = report.result.step_time
+        print(
+            f"core model: step {step * 1e3:.4g} ms; the same plan on the roofline (no [core]): "
+            f"{roof * 1e3:.4g} ms, so the core model is {step / roof:.2f}x the roofline"
+        )
 
     files = {
         "plan": compiled.save(out / "plan.json"),
