@@ -4,16 +4,12 @@ loop stops on deterministic work, never on the clock (waferflow/mapper/lns.py)."
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
+from tests.busy import busy_cores
 from waferflow.cli import main
 
 MLP = """
@@ -40,19 +36,6 @@ WALL = [  # the wall-clock figures of a report, and the paths written
     re.compile(r"compile steps: .*"),
     re.compile(r"wrote .*"),
 ]
-
-
-@contextmanager
-def busy_cores() -> Iterator[None]:
-    """Both cores of the machine kept busy by other processes."""
-    spin = [sys.executable, "-c", "while True: pass"]
-    procs = [subprocess.Popen(spin) for _ in range(max(2, os.cpu_count() or 2))]
-    try:
-        yield
-    finally:
-        for p in procs:
-            p.kill()
-            p.wait()
 
 
 def _compile(argv: list[str], out: Path, capsys: pytest.CaptureFixture[str]) -> str:
