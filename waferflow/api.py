@@ -141,9 +141,15 @@ class CompiledPlan:
         return self.plan.name
 
     def simulate(self) -> Report:
-        """Run the discrete-event simulation of one step."""
+        """Run the discrete-event simulation of one step. When placement simulated the
+        kept plan to choose it, that run is reused (it is the same simulation)."""
         start = time.perf_counter()
-        result = simulate(self.plan, self.wafer)
+        result = None
+        placed = self.placement
+        if placed is not None and placed.plan is self.plan and placed.run is not None:
+            result = placed.simulation() if placed.run.wafer is self.wafer else None
+        if result is None:
+            result = simulate(self.plan, self.wafer)
         took = StepTiming("simulate", time.perf_counter() - start)
         par = self.parallel
         peak = par.memory.peak_bytes if par is not None and par.memory.fits else None
@@ -308,10 +314,14 @@ def compile(
     if method not in ("cpsat", "none"):
         raise WaferflowError(f"place={place!r}: use 'auto', 'cpsat' or 'none'")
     if plan and method == "cpsat":
-        from waferflow.passes.place import place_parallel
+        from waferflow.passes.place import place_parallel, place_state
 
         with _timed(timings, "parallelize+place", progress):
-            placement = place_parallel(graph, w, plan, options=_place_options(place_time, seed))
+            opts = _place_options(place_time, seed)
+            if search is not None and search.state is not None:  # as the search built it
+                placement = place_state(*search.state, opts)
+            else:
+                placement = place_parallel(graph, w, plan, options=opts)
         parallel = placement.parallel
         actor_plan = placement.plan
         if parallel is not None:

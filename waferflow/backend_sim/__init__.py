@@ -11,7 +11,7 @@ from waferflow.backend_sim.analytic import Estimate, estimate
 from waferflow.backend_sim.config import SimConfig
 from waferflow.backend_sim.costs import ComputeModel, roofline_ps, transit_ps
 from waferflow.backend_sim.results import CoreStat, LinkStat, SimResult
-from waferflow.backend_sim.simulate import simulate
+from waferflow.backend_sim.simulate import Run, run_plan, simulate
 
 __all__ = [
     "ComputeModel",
@@ -19,10 +19,12 @@ __all__ = [
     "Estimate",
     "LinkStat",
     "PathStep",
+    "Run",
     "SimConfig",
     "SimResult",
     "estimate",
     "roofline_ps",
+    "run_plan",
     "simulate",
     "transit_ps",
 ]

@@ -31,6 +31,7 @@ from waferflow.backend_sim.network import prepare
 from waferflow.backend_sim.results import SimResult
 from waferflow.ir.plan import Plan
 from waferflow.ir.target.wafer import Wafer
+from waferflow.perf import gc_paused
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,11 @@ class Estimate:
 
 
 def estimate(plan: Plan, wafer: Wafer, config: SimConfig | None = None) -> Estimate:
-    cfg = config or SimConfig()
+    with gc_paused():
+        return _estimate(plan, wafer, config or SimConfig())
+
+
+def _estimate(plan: Plan, wafer: Wafer, cfg: SimConfig) -> Estimate:
     p = prepare(plan, wafer, cfg)
     n = len(plan.actors)
     nbuf = p.flow.buffers_per_core

@@ -1,6 +1,13 @@
-"""``simulate(plan, wafer)``: prepare, run the event engine, assemble a ``SimResult``."""
+"""``simulate(plan, wafer)``: prepare, run the event engine, assemble a ``SimResult``.
+
+``run_plan`` stops before the last step: its ``Run`` knows the step time and assembles
+the full ``SimResult`` only when asked (``Run.result``), so that a caller comparing
+several plans (placement) pays for the figures of the one it keeps only.
+"""
 
 from __future__ import annotations
+
+from dataclasses import dataclass, field
 
 from waferflow.backend_sim.analysis import (
     core_breakdown,
@@ -9,12 +16,53 @@ from waferflow.backend_sim.analysis import (
     uncontended_transit,
 )
 from waferflow.backend_sim.config import SimConfig
-from waferflow.backend_sim.costs import ideal_compute_ps
+from waferflow.backend_sim.costs import ideal_compute_ps, ps_to_seconds
 from waferflow.backend_sim.engine import RawRun, run
 from waferflow.backend_sim.network import Prepared, prepare
 from waferflow.backend_sim.results import CoreStat, SimResult
 from waferflow.ir.plan import Plan
 from waferflow.ir.target.wafer import Wafer
+from waferflow.perf import gc_paused
+
+
+@dataclass(eq=False)
+class Run:
+    """One simulated step whose ``SimResult`` is assembled on demand (once)."""
+
+    plan: Plan
+    wafer: Wafer
+    config: SimConfig
+    prepared: Prepared = field(repr=False)
+    raw: RawRun = field(repr=False)
+    _result: SimResult | None = field(default=None, repr=False)
+
+    @property
+    def step_time_ps(self) -> int:
+        return max(self.raw.end, default=0)
+
+    @property
+    def step_time(self) -> float:
+        """Seconds per step."""
+        return ps_to_seconds(self.step_time_ps)
+
+    def result(self, plan: Plan | None = None) -> SimResult:
+        """The full result. ``plan`` may replace the plan that ran by an equal one that
+        only spells out the routes the simulation took (``passes.route`` in the
+        simulator's order): the result then refers to it."""
+        if self._result is None or (plan is not None and plan is not self._result.plan):
+            with gc_paused():
+                self._result = _assemble(plan or self.plan, self.wafer, self.prepared, self.raw)
+        return self._result
+
+
+def run_plan(plan: Plan, wafer: Wafer, config: SimConfig | None = None) -> Run:
+    """Prepare and run one step of ``plan`` on ``wafer``, leaving the assembly of its
+    ``SimResult`` to ``Run.result`` (``simulate`` does both)."""
+    cfg = config or SimConfig()
+    with gc_paused():
+        p = prepare(plan, wafer, cfg)
+        raw = run(p)
+    return Run(plan, wafer, cfg, p, raw)
 
 
 def simulate(plan: Plan, wafer: Wafer, config: SimConfig | None = None) -> SimResult:
@@ -22,10 +70,7 @@ def simulate(plan: Plan, wafer: Wafer, config: SimConfig | None = None) -> SimRe
 
     Raises ``VerificationError`` / ``PlanError`` for a malformed plan or one that does
     not fit the wafer (dead cores, bad routes, no path)."""
-    cfg = config or SimConfig()
-    p = prepare(plan, wafer, cfg)
-    raw = run(p)
-    return _assemble(plan, wafer, p, raw)
+    return run_plan(plan, wafer, config).result()
 
 
 def _link_loads(plan: Plan, p: Prepared) -> tuple[list[int], list[int]]:
@@ -99,4 +144,4 @@ def _assemble(plan: Plan, wafer: Wafer, p: Prepared, raw: RawRun) -> SimResult:
     )
 
 
-__all__ = ["simulate"]
+__all__ = ["Run", "run_plan", "simulate"]

@@ -13,12 +13,20 @@
 
 ``ActorMeta`` keeps, per actor, the buffers it produces and uses, for
 ``plan-memory``.
+
+Only the collectives (their algorithms and step actors), the cores and the per-core
+orders depend on where the ranks run. A program retargeted to another layout
+(``build.retarget``) shares an ``AssemblyMemo`` with the program it came from: the
+compute actors with their buffers and residency, and the messages into them (their
+sources as references to items, resolved per layout), are worked out once and reused;
+the result is the same plan, byte for byte, as a fresh assembly on that layout.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Any
 
 from waferflow.errors import PlanError
 from waferflow.ir.dtypes import DType
@@ -30,7 +38,7 @@ from waferflow.ir.target.wafer import Wafer
 from waferflow.parallel.build import ActorSpec, CollInstance, Item, MbMode, Program
 from waferflow.parallel.collective_lowering import KIND_OF, ScheduleCache, expand, wire
 from waferflow.parallel.plan_spec import CollectiveAlgo
-from waferflow.parallel.shardcost import instance_degrees, op_cost, value_bytes
+from waferflow.parallel.shardcost import division, instance_degrees, share, value_bytes
 from waferflow.parallel.stages import layer_key, root_value
 
 K = OpKind
@@ -87,15 +95,59 @@ class _A:
     layer: str = ""
 
 
+# A reference to the actor that holds an item's result, resolved per layout:
+# >= 0 a compute actor id; < 0 the final actor of member k of collective i, -1 - slot
+Ref = int
+
+
+@dataclass
+class AssemblyMemo:
+    """The layout-independent results of assembling one program (module docstring),
+    filled by the first assembly and reused by every layout the program is retargeted
+    to. ``remote`` records which data messages crossed cores: the reuse relies on it
+    holding on every layout (ranks never share a core), and a layout where it does not
+    is assembled afresh."""
+
+    acts: list[_A] | None = None  # compute actors, final (their cores are replaced)
+    meta: list[ActorMeta] | None = None  # compute actors' buffers (shared, read-only)
+    # per collective instance: kind, total bytes, result bytes, root, the operand made
+    # last, and per member per operand the (producer, buffer) it reads
+    coll_in: list[tuple[Any, int, list[int], int, int, list[list[list[tuple[Ref, BufKey]]]]]] = (
+        field(default_factory=list)
+    )
+    # per core slot (the program's items, in (stage, rank) order): the data messages
+    # into its actors, before de-duplication: (source, actor, bytes, value, remote)
+    data: list[list[tuple[Ref, int, int, str, bool]]] | None = None
+    # the collectives' choices and schedules for one wafer and algorithm
+    schedules: tuple[Any, Any, dict, dict, dict] | None = None
+
+
 def assemble(prog: Program, wafer: Wafer, algo: CollectiveAlgo | None = None) -> Assembled:
-    return _Assembler(prog, wafer, algo or prog.plan.algo).run()
+    memo = prog.memo.get("assembly")
+    if not isinstance(memo, AssemblyMemo):
+        memo = prog.memo["assembly"] = AssemblyMemo()
+    done = _Assembler(prog, wafer, algo or prog.plan.algo, memo).run()
+    if done is None:  # the memo does not hold on this layout
+        done = _Assembler(prog, wafer, algo or prog.plan.algo, AssemblyMemo()).run()
+    assert done is not None
+    return done
 
 
 class _Assembler:
-    def __init__(self, prog: Program, wafer: Wafer, algo: CollectiveAlgo) -> None:
+    def __init__(
+        self, prog: Program, wafer: Wafer, algo: CollectiveAlgo, memo: AssemblyMemo
+    ) -> None:
         self.p = prog
         self.wafer = wafer
+        self.memo = memo
         self.cache = ScheduleCache(wafer, algo)
+        shared = memo.schedules
+        if shared is not None and shared[0] is wafer and shared[1] is algo:
+            self.cache._choice, self.cache._sched, self.cache._routes = shared[2:]
+        else:
+            memo.schedules = (wafer, algo, self.cache._choice, self.cache._sched,
+                              self.cache._routes)  # fmt: skip
+        self.expanded: dict[int, Any] = {}  # id(schedule) -> expand(schedule)
         self.acts: list[_A] = []
         self.meta: list[ActorMeta] = []
         self.msgs: list[tuple[int, int, int, bool]] = []  # src, dst, bytes, holds
@@ -103,24 +155,51 @@ class _Assembler:
         # per collective instance: per member: its step actors, and its final actor
         self.coll_steps: dict[int, list[list[int]]] = {}
         self.coll_final: dict[int, list[int]] = {}
+        self.coll_base: list[int] = []  # first ref slot of each collective's members
         self.records: dict[tuple[str, str, str, str, int, int], int] = {}
         self.step_need: dict[int, float] = {}  # step actor -> estimated transfer seconds
         self.m = prog.microbatches
+        # layout-independent figures, cached per op / value / rank for the first pass
+        self._op_static: dict[tuple[int, bool], tuple] = {}
+        self._value_static: dict[tuple[int, bool], tuple] = {}
+        self._users_of: dict[int, tuple[bool, tuple[int, ...]]] = {}
+        self._division: dict[tuple, tuple[int, int]] = {}
 
-    def run(self) -> Assembled:
-        for spec in self.p.actors:
-            self.compute_id.append(self._compute(spec))
-        if self.p.plan.recompute:
-            self._recompute()
+    def run(self) -> Assembled | None:
+        memo = self.memo
+        base = 0
+        for ci in self.p.collectives:
+            self.coll_base.append(base)
+            base += len(ci.ranks)
+        first = memo.acts is None
+        if first:
+            for spec in self.p.actors:
+                self.compute_id.append(self._compute(spec))
+            if self.p.plan.recompute:
+                self._recompute()
+        else:
+            assert memo.acts is not None and memo.meta is not None
+            self.compute_id = list(range(len(memo.acts)))
+            self.acts = [_relocated(a, spec.core) for a, spec in
+                         zip(memo.acts, self.p.actors, strict=True)]  # fmt: skip
+            self.meta = list(memo.meta)
         for i in range(len(self.p.collectives)):
             self._ensure(i)
         order = self._order()
-        self._data_messages(order)
-        self._residency(order)
+        if first:
+            n = len(self.compute_id)
+            reusable = self._data_messages(order)
+            self._residency(order)
+            if reusable:
+                memo.acts, memo.meta = self.acts[:n], self.meta[:n]
+        elif not self._replay_data(order):
+            return None
         actors = [
-            Actor(id=i, **{k: getattr(a, k) for k in _FIELDS}) for i, a in enumerate(self.acts)
-        ]
-        messages = [Message(i, s, d, b, holds=h) for i, (s, d, b, h) in enumerate(self.msgs)]
+            Actor(i, a.name, a.core, a.flops, a.bytes_read, a.bytes_written, a.dtype, a.phase,
+                  a.op_kind, a.module, a.mem_bytes, a.out_bytes, a.stage, a.microbatch, a.layer)
+            for i, a in enumerate(self.acts)
+        ]  # fmt: skip
+        messages = [Message(i, s, d, b, None, h) for i, (s, d, b, h) in enumerate(self.msgs)]
         notes = [f"parallel plan {self.p.plan} of @{self.p.graph.name}",
                  f"layout: {self.p.layout.kind}"]  # fmt: skip
         plan = Plan.build(
@@ -143,15 +222,18 @@ class _Assembler:
         in_group = {id(op) for op in ops}
         for op in ops:
             per_mb = p.info[op].mode is MbMode.PER_MB
-            osh = p.sharding.ops[op]
-            res_sh = [p.sharding.of(r) for r in op.results]
-            f, br, bw = op_cost(op, osh, res_sh, p.mesh, spec.rank, spec.instance, per_mb)
-            deg = instance_degrees(p.mesh, per_mb)
-            for r, s in zip(op.results, res_sh, strict=True):
-                nbytes = value_bytes(r, s, deg)
-                acc = per_mb and r.name in p.accumulators
+            osh, results, full_in, part_in, full_out, part_out = self._static(op, per_mb)
+            parts, index = self._divide(osh, spec.rank, spec.instance, per_mb)
+            cost = op.cost
+            f = share(cost.flops, parts, index)
+            br = cost.bytes_read * part_in // full_in if full_in else cost.bytes_read // parts
+            bw = (
+                cost.bytes_written * part_out // full_out
+                if full_out
+                else cost.bytes_written // parts
+            )
+            for r, nbytes, acc, grad in results:
                 key: BufKey = (r.name, spec.rank, -2 if acc else spec.instance)
-                grad = acc or r.name in p.gradients
                 meta.produces.append((key, nbytes, "gradients" if grad else "activations"))
                 if acc and spec.instance > 0:  # add into the accumulated gradient
                     f += nbytes // r.type.dtype.itemsize
@@ -174,19 +256,54 @@ class _Assembler:
         self.meta.append(meta)
         return len(self.acts) - 1
 
+    def _static(self, op: Op, per_mb: bool) -> tuple:
+        """The rank-independent figures of one instance of ``op`` (``shardcost.op_cost``
+        without the division of its FLOPs)."""
+        key = (id(op), per_mb)
+        got = self._op_static.get(key)
+        if got is None:
+            p = self.p
+            osh = p.sharding.ops[op]
+            deg = instance_degrees(p.mesh, per_mb)
+            res_sh = [p.sharding.of(r) for r in op.results]
+            results = []
+            for r, s in zip(op.results, res_sh, strict=True):
+                acc = per_mb and r.name in p.accumulators
+                results.append((r, value_bytes(r, s, deg), acc, acc or r.name in p.gradients))
+            full_in = sum(v.type.nbytes for v in op.operands)
+            part_in = sum(
+                value_bytes(v, s, deg) for v, s in zip(op.operands, osh.inputs, strict=True)
+            )
+            full_out = sum(v.type.nbytes for v in op.results)
+            part_out = sum(nbytes for _, nbytes, _, _ in results)
+            got = self._op_static[key] = (osh, results, full_in, part_in, full_out, part_out)
+        return got
+
+    def _divide(self, osh: Any, rank: int, instance: int, per_mb: bool) -> tuple[int, int]:
+        key = (osh.divided, rank, instance, per_mb)
+        got = self._division.get(key)
+        if got is None:
+            got = self._division[key] = division(osh, self.p.mesh, rank, instance, per_mb)
+        return got
+
     def _used_outside(self, v: Value, in_group: set[int]) -> bool:
-        stack = [v]
-        users = self.p.users
-        while stack:
-            x = stack.pop()
-            if x in self.p.graph.outputs:
-                return True
-            for u in users.get(x, []):
-                if u.kind in VIEWS:
-                    stack.extend(u.results)
-                elif id(u) not in in_group:
-                    return True
-        return False
+        got = self._users_of.get(id(v))
+        if got is None:  # whether v (through views) is an output, and its other users
+            out, found = False, []
+            stack = [v]
+            users = self.p.users
+            outputs = self.p.graph.outputs
+            while stack:
+                x = stack.pop()
+                if x in outputs:
+                    out = True
+                for u in users.get(x, []):
+                    if u.kind in VIEWS:
+                        stack.extend(u.results)
+                    else:
+                        found.append(id(u))
+            got = self._users_of[id(v)] = (out, tuple(found))
+        return got[0] or any(u not in in_group for u in got[1])
 
     def _recompute(self) -> None:
         fwd: dict[tuple[int, int, int], int] = {}
@@ -207,7 +324,11 @@ class _Assembler:
         if i not in self.coll_final:
             self._collective(i, self.p.collectives[i])
 
-    def _collective(self, index: int, ci: CollInstance) -> None:
+    def _inputs(self, index: int, ci: CollInstance) -> tuple:
+        """What collective instance ``index`` moves and reads, for every layout."""
+        if index < len(self.memo.coll_in):
+            return self.memo.coll_in[index]
+        assert index == len(self.memo.coll_in)
         p = self.p
         op = ci.op
         per_mb = p.info[op].mode is MbMode.PER_MB
@@ -227,51 +348,66 @@ class _Assembler:
                 total += out_bytes[-1]
             else:
                 total += in_bytes
-        kind = KIND_OF[op.kind]
         root = int(op.attrs.get("root", 0) or 0)  # type: ignore[arg-type]
-        sched = self.cache.schedule(kind, ci.cores, total, root)
-        key = (op.results[0].name, op.kind.value, ci.axis.value, sched.algorithm.value,
-               len(ci.ranks), total)  # fmt: skip
-        self.records[key] = self.records.get(key, 0) + 1
-        ex = expand(sched)
         # the input actor of each member: the latest producer of any operand
         latest = max(
             range(len(op.operands)), key=lambda i: self._position(root_value(op.operands[i]))
         )
-        entries: list[int | None] = []
+        reads = [
+            [[(ref, k) for ref, k, _ in self._producers(op, v, rank, ci.instance, per_mb)]
+             for v in op.operands]
+            for rank in ci.ranks
+        ]  # fmt: skip
+        done = (KIND_OF[op.kind], total, out_bytes, root, latest, reads)
+        self.memo.coll_in.append(done)
+        return done
+
+    def _collective(self, index: int, ci: CollInstance) -> None:
+        p = self.p
+        op = ci.op
+        kind, total, out_bytes, root, latest, reads = self._inputs(index, ci)
+        # resolving a reference lowers the collective it names first, operand by operand
         deps: list[list[tuple[int, BufKey]]] = []
-        for rank in ci.ranks:
-            got = [x for i, v in enumerate(op.operands)
-                   for x in self._producers(op, v, rank, ci.instance, per_mb)
-                   if i == latest]  # fmt: skip
-            others = [x for i, v in enumerate(op.operands) if i != latest
-                      for x in self._producers(op, v, rank, ci.instance, per_mb)]  # fmt: skip
+        entries: list[int | None] = []
+        for per_operand in reads:
+            resolved = [[(self._resolve(r), k) for r, k in refs] for refs in per_operand]
+            got = resolved[latest]
             entries.append(got[-1][0] if got else None)
-            deps.append([(a, k) for a, k, _ in got + others])
+            deps.append(got + [x for i, xs in enumerate(resolved) if i != latest for x in xs])
+        sched = self.cache.schedule(kind, ci.cores, total, root)
+        key = (op.results[0].name, op.kind.value, ci.axis.value, sched.algorithm.value,
+               len(ci.ranks), total)  # fmt: skip
+        self.records[key] = self.records.get(key, 0) + 1
+        ex = self.expanded.get(id(sched))
+        if ex is None:
+            ex = self.expanded[id(sched)] = expand(sched)
         steps: list[list[int]] = [[] for _ in ci.ranks]
         v0 = op.operands[0]
         itemsize = v0.type.dtype.itemsize
+        dtype = v0.type.dtype if v0.type.dtype.is_float else DType.F32
         name = f"{op.results[0].name}.s{ci.stage}.{ci.block}"
+        block = str(ci.block)
         mb = max(ci.instance, 0)
+        layer = layer_key(op.prov.module)
 
         hops = _span(ci.cores, self.wafer.cols)
         link = self.wafer.link
 
         def new(member: int, label: str, got: int, reduced: int) -> int:
             rank = ci.ranks[member]
-            self.step_need[len(self.acts)] = got / link.bandwidth + hops * link.latency
-            a = _A(f"{name}.r{rank}.{label}", ci.cores[member], flops=reduced // itemsize,
-                   bytes_read=2 * reduced + (got - reduced), bytes_written=got,
-                   dtype=v0.type.dtype if v0.type.dtype.is_float else DType.F32,
-                   phase=op.phase, op_kind=op.kind, module=op.prov.module,
-                   stage=ci.stage, microbatch=mb, layer=layer_key(op.prov.module))  # fmt: skip
-            self.acts.append(a)
-            meta = ActorMeta(str(ci.block))
+            aid = len(self.acts)
+            self.step_need[aid] = got / link.bandwidth + hops * link.latency
+            self.acts.append(
+                _A(f"{name}.r{rank}.{label}", ci.cores[member], reduced // itemsize,
+                   2 * reduced + (got - reduced), got, dtype, op.phase, op.kind,
+                   op.prov.module, 0, 0, ci.stage, mb, layer)
+            )  # fmt: skip
+            meta = ActorMeta(block)
             meta.uses.extend(k for _, k in deps[member])
-            meta.produces.append(((f"{a.name}.tmp", rank, 0), got, "activations"))
+            meta.produces.append(((f"{name}.r{rank}.{label}.tmp", rank, 0), got, "activations"))
             self.meta.append(meta)
-            steps[member].append(len(self.acts) - 1)
-            return len(self.acts) - 1
+            steps[member].append(aid)
+            return aid
 
         final = wire(
             ex,
@@ -309,6 +445,7 @@ class _Assembler:
         core does not stall on it); whatever is left runs before block L. Every rank
         of a group sees the same items and estimates, so all place them alike."""
         order: dict[int, list[int]] = {}
+        seconds: dict[int, float] = {}
         for core, items in self.p.items.items():
             ids: list[int] = []
             queue: deque[int] = deque()
@@ -325,7 +462,10 @@ class _Assembler:
                 if it.actor >= 0:
                     aid = self.compute_id[it.actor]
                     ids.append(aid)
-                    credit += self._seconds(aid)
+                    t = seconds.get(aid)
+                    if t is None:
+                        t = seconds[aid] = self._seconds(aid)
+                    credit += t
                     while queue and credit >= self.step_need.get(queue[0], 0.0):
                         ids.append(queue.popleft())
                         credit = 0.0
@@ -341,49 +481,69 @@ class _Assembler:
         w = self.wafer
         return max(a.flops / w.peak(a.dtype), (a.bytes_read + a.bytes_written) / w.sram_bandwidth)
 
-    def _item_actor(self, it: Item) -> int:
+    def _item_ref(self, it: Item) -> Ref:
         if it.actor >= 0:
-            return self.compute_id[it.actor]
-        self._ensure(it.coll)
-        return self.coll_final[it.coll][it.member]
+            return it.actor
+        return -1 - (self.coll_base[it.coll] + it.member)
+
+    def _resolve(self, ref: Ref) -> int:
+        if ref >= 0:
+            return self.compute_id[ref]
+        slot = -1 - ref
+        i = _bisect(self.coll_base, slot)
+        self._ensure(i)
+        return self.coll_final[i][slot - self.coll_base[i]]
 
     def _producers(
         self, consumer: Op, v: Value, rank: int, inst: int, consumer_per_mb: bool
-    ) -> list[tuple[int, BufKey, int]]:
-        """(actor, buffer, bytes) of every instance of ``v`` the consumer reads."""
-        root = root_value(v)
-        prod = root.producer
-        if prod is None or prod.is_source:
+    ) -> list[tuple[Ref, BufKey, int]]:
+        """(reference, buffer, bytes) of every instance of ``v`` the consumer reads."""
+        key = (id(v), consumer_per_mb)
+        st = self._value_static.get(key)
+        if st is None:
+            root = root_value(v)
+            prod = root.producer
+            if prod is None or prod.is_source:
+                st = (root, None, False, 0, False)
+            else:
+                per_mb = self.p.info[prod].mode is MbMode.PER_MB
+                sh = self.p.sharding.of(root)
+                nbytes = value_bytes(root, sh, instance_degrees(self.p.mesh, per_mb))
+                acc = per_mb and root.name in self.p.accumulators
+                st = (root, prod, per_mb, nbytes, acc)
+            self._value_static[key] = st
+        root, prod, per_mb, nbytes, acc = st
+        if prod is None:
             return []
-        pi = self.p.info[prod]
-        per_mb = pi.mode is MbMode.PER_MB
         if per_mb:
             insts = [inst] if (consumer_per_mb and inst >= 0) else list(range(self.m))
         else:
             insts = [-1]
-        sh = self.p.sharding.of(root)
-        nbytes = value_bytes(root, sh, instance_degrees(self.p.mesh, per_mb))
-        acc = per_mb and root.name in self.p.accumulators
         out = []
+        producer = self.p.producer
         for k in insts:
-            it = self.p.producer.get((prod, rank, k))
+            it = producer.get((prod, rank, k))
             if it is None:
                 raise PlanError(
                     f"internal: no instance {k} of %{root.name} on rank {rank} for "
                     f"{consumer.kind.value} %{consumer.results[0].name if consumer.results else ''}"
                 )
-            out.append((self._item_actor(it), (root.name, rank, -2 if acc else k), nbytes))
+            out.append((self._item_ref(it), (root.name, rank, -2 if acc else k), nbytes))
         if acc and len(out) > 1:
             out = out[-1:]  # accumulated in place: the last instance holds the sum
         return out
 
-    def _data_messages(self, order: dict[int, list[int]]) -> None:
+    def _data_messages(self, order: dict[int, list[int]]) -> bool:
+        """The messages into compute actors, core by core. Records them (sources as
+        references, before de-duplication) per core slot for the other layouts; False
+        when a source is its own consumer (then the record is not reusable)."""
         spec_of = {aid: spec for spec, aid in zip(self.p.actors, self.compute_id, strict=True)}
-        sent: set[tuple[int, str, int]] = set()
-        local: set[tuple[int, int]] = set()
+        slot_of = {core: i for i, core in enumerate(self.p.items)}
+        data: list[list[tuple[Ref, int, int, str, bool]]] = [[] for _ in slot_of]
         core_of = [a.core for a in self.acts]
-        recompute = self.p.plan.recompute
+        reusable = True
         for core in sorted(order):
+            rec = data[slot_of[core]]
             for aid in order[core]:
                 spec = spec_of.get(aid)
                 if spec is None:
@@ -396,27 +556,62 @@ class _Assembler:
                         prod = root_value(v).producer
                         if prod is not None and id(prod) in in_group:
                             continue
-                        for src, key, nbytes in self._producers(
+                        for ref, key, nbytes in self._producers(
                             op, v, spec.rank, spec.instance, per_mb
                         ):
+                            src = self._resolve(ref)
                             if src == aid:
+                                reusable = False
                                 continue
                             meta.uses.append(key)
-                            if core_of[src] != core:
+                            remote = core_of[src] != core
+                            if remote:
                                 meta.received.setdefault(key, nbytes)
-                                if (src, key[0], core) not in sent:
-                                    sent.add((src, key[0], core))
-                                    self.msgs.append((src, aid, nbytes, True))
-                            elif (src, aid) not in local:
-                                local.add((src, aid))
-                                # with recompute a backward actor rebuilds the forward
-                                # values it reads: the forward buffer is not kept for it
-                                holds = not (
-                                    recompute
-                                    and self.meta[src].block.startswith("F")
-                                    and meta.block.startswith("B")
-                                )
-                                self.msgs.append((src, aid, 0, holds))
+                            rec.append((ref, aid, nbytes, key[0], remote))
+        self._emit_data(data, slot_of)
+        self.memo.data = data if reusable else None
+        return reusable
+
+    def _replay_data(self, order: dict[int, list[int]]) -> bool:
+        """The recorded data messages on this layout; False when one of them does
+        not cross cores as it did where it was recorded."""
+        data = self.memo.data
+        if data is None:
+            return False
+        slot_of = {core: i for i, core in enumerate(self.p.items)}
+        core_of = [a.core for a in self.acts]
+        for core in order:
+            for ref, aid, _, _, remote in data[slot_of[core]]:
+                src = self._resolve(ref)
+                if src == aid or (core_of[src] != core) != remote:
+                    return False
+        self._emit_data(data, slot_of)
+        return True
+
+    def _emit_data(
+        self, data: list[list[tuple[Ref, int, int, str, bool]]], slot_of: dict[int, int]
+    ) -> None:
+        sent: set[tuple[int, str, int]] = set()
+        local: set[tuple[int, int]] = set()
+        recompute = self.p.plan.recompute
+        meta = self.meta
+        for core in sorted(slot_of):
+            for ref, aid, nbytes, value, remote in data[slot_of[core]]:
+                src = self._resolve(ref)
+                if remote:
+                    if (src, value, core) not in sent:
+                        sent.add((src, value, core))
+                        self.msgs.append((src, aid, nbytes, True))
+                elif (src, aid) not in local:
+                    local.add((src, aid))
+                    # with recompute a backward actor rebuilds the forward values it
+                    # reads: the forward buffer is not kept for it
+                    holds = not (
+                        recompute
+                        and meta[src].block.startswith("F")
+                        and meta[aid].block.startswith("B")
+                    )
+                    self.msgs.append((src, aid, 0, holds))
 
     def _residency(self, order: dict[int, list[int]]) -> None:
         spec_of = {aid: spec for spec, aid in zip(self.p.actors, self.compute_id, strict=True)}
@@ -443,6 +638,23 @@ class _Assembler:
                 self.meta[aid].resident.append((name, nbytes, cat))
 
 
+def _relocated(a: _A, core: int) -> _A:
+    return _A(a.name, core, a.flops, a.bytes_read, a.bytes_written, a.dtype, a.phase,
+              a.op_kind, a.module, a.mem_bytes, a.out_bytes, a.stage, a.microbatch, a.layer)  # fmt: skip
+
+
+def _bisect(starts: list[int], slot: int) -> int:
+    """The index of the last start <= slot."""
+    lo, hi = 0, len(starts) - 1
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if starts[mid] <= slot:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
 def _span(cores: tuple[int, ...], cols: int) -> int:
     """Largest Manhattan distance between two cores of a group (hops, roughly)."""
     coords = [divmod(c, cols) for c in cores]
@@ -466,8 +678,5 @@ def _dtype(op: Op) -> DType:
             return v.type.dtype
     return DType.F32
 
-
-_FIELDS = ("name", "core", "flops", "bytes_read", "bytes_written", "dtype", "phase", "op_kind",
-           "module", "mem_bytes", "out_bytes", "stage", "microbatch", "layer")  # fmt: skip
 
 __all__ = ["ActorMeta", "Assembled", "CollectiveRecord", "assemble"]
