@@ -27,7 +27,7 @@ from waferflow.backend_sim import SimResult, estimate, simulate
 from waferflow.errors import PlanError, WaferflowError
 from waferflow.ir.graph import Graph
 from waferflow.ir.parser import parse_graph
-from waferflow.ir.plan import Plan, plan_from_json, plan_to_json, verify_plan
+from waferflow.ir.plan import Plan, plan_from_doc, plan_from_json, plan_to_json, verify_plan
 from waferflow.ir.summary import human_bytes
 from waferflow.ir.target import Wafer, get_wafer
 from waferflow.ir.target.toml_io import parse_wafer_toml, wafer_to_toml
@@ -168,17 +168,20 @@ class CompiledPlan:
         raise WaferflowError(f"no IR recorded after pass {pass_name!r}; passes that ran: {ran}")
 
     def save(self, path: str | Path) -> Path:
-        """Write the plan and its wafer as one JSON file (``load_plan`` reads it back)."""
-        doc = {
+        """Write the plan and its wafer as one JSON file (``load_plan`` reads it back).
+        The plan's own JSON text (``plan_to_json``: one actor or message per line) is
+        written as it is produced, under ``"plan"``; the same plan gives the same bytes."""
+        head = {
             "format": BUNDLE_FORMAT,
             "version": BUNDLE_VERSION,
             "wafer_toml": wafer_to_toml(self.wafer),
-            "plan": json.loads(plan_to_json(self.plan)),
             "notes": list(self.notes),
         }
+        lines = [f" {json.dumps(k)}: {json.dumps(v, ensure_ascii=False)}," for k, v in head.items()]
+        text = "{\n" + "\n".join(lines) + '\n "plan": ' + plan_to_json(self.plan).rstrip() + "\n}\n"
         out = Path(path)
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        out.write_text(text, encoding="utf-8")
         return out
 
     def plot_placement(self, path: str | Path) -> Path:
@@ -209,7 +212,7 @@ def load_plan(path: str | Path, wafer: str | Path | Wafer | None = None) -> Comp
             raise WaferflowError(
                 f"{path}: version {doc.get('version')!r}; this waferflow reads {BUNDLE_VERSION}"
             )
-        plan = plan_from_json(json.dumps(doc["plan"]), source=str(path))
+        plan = plan_from_doc(doc["plan"], source=str(path))
         w = (
             get_wafer(wafer)
             if wafer is not None

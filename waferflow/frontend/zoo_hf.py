@@ -81,12 +81,17 @@ SPECS: dict[str, HFSpec] = {
     ),
     "gpt3-175b": HFSpec(
         "gpt2",
-        (("n_layer", 96), ("n_embd", 12288), ("n_head", 96), ("n_positions", 2048),
-         ("vocab_size", 50257)),
+        (
+            ("n_layer", 96),
+            ("n_embd", 12288),
+            ("n_head", 96),
+            ("n_positions", 2048),
+            ("vocab_size", 50257),
+        ),
         1,
         2048,
         "GPT-3 175B shaped (dense GPT-2 blocks): 96 layers, d=12288, 96 heads, context 2048",
-    ),  # fmt: skip
+    ),
     "llama-7b": HFSpec(
         "llama",
         (

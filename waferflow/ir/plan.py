@@ -305,8 +305,12 @@ def _message_doc(m: Message) -> dict[str, Any]:
     }
 
 
+# one encoder for every row (json.dumps with options would build one per call)
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(", ", ": "), allow_nan=False)
+
+
 def _dump(obj: Any) -> str:
-    return json.dumps(obj, ensure_ascii=False, separators=(", ", ": "), allow_nan=False)
+    return _ENCODER.encode(obj)
 
 
 def plan_to_json(plan: Plan) -> str:
@@ -346,6 +350,11 @@ def plan_from_json(text: str, *, source: str = "<json>") -> Plan:
         doc = json.loads(text)
     except json.JSONDecodeError as e:
         raise ParseError(f"invalid JSON: {e.msg}", e.lineno, e.colno, source) from None
+    return plan_from_doc(doc, source=source)
+
+
+def plan_from_doc(doc: Any, *, source: str = "<json>") -> Plan:
+    """``plan_from_json`` on JSON already parsed (e.g. a plan inside a larger file)."""
     if not isinstance(doc, dict):
         raise VerificationError(f"{source}: a plan must be a JSON object")
     if doc.get("format") != PLAN_FORMAT:
@@ -472,6 +481,7 @@ __all__ = [
     "Message",
     "Plan",
     "load_plan",
+    "plan_from_doc",
     "plan_from_json",
     "plan_to_json",
     "save_plan",

@@ -27,6 +27,7 @@ _LANES = {
 }
 _ACTIVE = (SpanKind.COMPUTE, SpanKind.SEND, SpanKind.RECV)
 _MAX_SPAN_TEXTS = 300
+_WIDTH_IN = 9.0  # figure width, inches
 
 
 def _colour(kind: SpanKind, phase: str) -> tuple[float, ...]:
@@ -61,16 +62,31 @@ def busiest_tracks(view: TimelineView, limit: int) -> list[int]:
     return sorted(int(i) for i in order)
 
 
-def _gaps(spans: list[Span], end: float) -> list[tuple[float, float]]:
-    """Intervals of [0, end] that no active span covers (bubbles), as (start, width)."""
+def _gaps(bars: list[tuple[float, float]], end: float) -> list[tuple[float, float]]:
+    """Intervals of [0, end] that no bar (start, width) covers (bubbles), as (start,
+    width)."""
     out: list[tuple[float, float]] = []
     t = 0.0
-    for s in sorted(spans, key=lambda s: (s.start_s, s.end_s)):
-        if s.start_s > t:
-            out.append((t, s.start_s - t))
-        t = max(t, s.end_s)
+    for x, w in sorted(bars):
+        if x > t:
+            out.append((t, x - t))
+        t = max(t, x + w)
     if t < end:
         out.append((t, end - t))
+    return out
+
+
+def merge_bars(bars: list[tuple[float, float]], pixel: float) -> list[tuple[float, float]]:
+    """Bars (start, width) that overlap or lie less than ``pixel`` apart, as one bar each:
+    at the picture's resolution they are drawn as one anyway, and a step of 10^5 actors
+    would otherwise send 10^5 rectangles per track to the renderer."""
+    out: list[tuple[float, float]] = []
+    for x, w in sorted(bars):
+        if out and x - (out[-1][0] + out[-1][1]) < pixel:
+            x0, w0 = out[-1]
+            out[-1] = (x0, max(w0, x + w - x0))
+        else:
+            out.append((x, w))
     return out
 
 
@@ -99,7 +115,7 @@ def plot_timeline(
     x_end = end * scale if end > 0 else 1.0
 
     height = min(14.0, max(2.6, 1.6 + 0.24 * n))
-    fig = R.new_figure((9.0, height), dpi)
+    fig = R.new_figure((_WIDTH_IN, height), dpi)
     ax = fig.add_subplot()
 
     per_row: dict[int, list[Span]] = {i: [] for i in range(n)}
@@ -107,11 +123,17 @@ def plot_timeline(
         row = row_of.get(span.track)
         if row is not None:
             per_row[row].append(span)
+    # bars closer than a pixel of the figure merge (the axes are narrower: conservative)
+    pixel = x_end * 1.01 / (_WIDTH_IN * dpi)
 
     handles: list[Patch] = []
     if shade_idle:
         for row, spans in per_row.items():
-            gaps = _gaps([s for s in spans if s.kind in _ACTIVE], end)
+            active = [(s.start_s, s.duration_s) for s in spans if s.kind in _ACTIVE]
+            # gaps narrower than a pixel would not show
+            gaps = [
+                g for g in _gaps(merge_bars(active, pixel / scale), end) if g[1] * scale >= pixel
+            ]
             if gaps:
                 ax.broken_barh(
                     [(a * scale, w * scale) for a, w in gaps],
@@ -138,7 +160,10 @@ def plot_timeline(
         colour = _colour(kind, phase)
         zorder = 1 if kind in (SpanKind.WAIT, SpanKind.IDLE) else 3
         for row, bars in sorted(groups[(kind, phase)].items()):
-            ax.broken_barh(bars, (row + y0, dy), facecolors=colour, linewidth=0, zorder=zorder)
+            ax.broken_barh(
+                merge_bars(bars, pixel), (row + y0, dy), facecolors=colour, linewidth=0,
+                zorder=zorder,
+            )  # fmt: skip
         handles.append(Patch(facecolor=colour, label=_legend_name(kind, phase)))
 
     if n <= 24:
