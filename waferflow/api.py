@@ -275,13 +275,16 @@ def compile(
     (the default strip layout), with ``place_time`` deterministic CP-SAT seconds and
     ``seed``: the same inputs and seed give the same plan, byte for byte.
     """
-    from waferflow.frontend import load_model, trace
+    from waferflow.frontend import load_model, trace, trace_model
 
     timings: list[StepTiming] = []
     w = resolve_wafer(wafer, coarsen)
     pipeline = parse_pipeline(passes or DEFAULT_PIPELINE)  # bad pipelines fail before tracing
     with _timed(timings, "trace", progress):
-        if isinstance(model, str | Path):
+        if isinstance(model, str | Path) and example_inputs is None and loss_fn is None:
+            graph = trace_model(str(model), mode=mode, optimizer=optimizer, batch=batch,
+                                seq=seq, dtype=dtype, name=name)  # fmt: skip
+        elif isinstance(model, str | Path):
             bundle = load_model(str(model), batch=batch, seq=seq, dtype=dtype)
             graph = trace(
                 bundle.module,

@@ -24,7 +24,7 @@ from waferflow.backend_sim.analysis import (
     peak_memory,
     uncontended_transit,
 )
-from waferflow.backend_sim.config import SimConfig
+from waferflow.backend_sim.config import SimConfig, for_wafer
 from waferflow.backend_sim.costs import ps_to_seconds
 from waferflow.backend_sim.engine import CAUSE_ACTOR, CAUSE_BUFFER, CAUSE_MESSAGE, CAUSE_NONE
 from waferflow.backend_sim.network import prepare
@@ -72,7 +72,7 @@ class Estimate:
 
 def estimate(plan: Plan, wafer: Wafer, config: SimConfig | None = None) -> Estimate:
     with gc_paused():
-        return _estimate(plan, wafer, config or SimConfig())
+        return _estimate(plan, wafer, for_wafer(config, wafer))
 
 
 def _estimate(plan: Plan, wafer: Wafer, cfg: SimConfig) -> Estimate:

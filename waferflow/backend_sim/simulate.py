@@ -15,7 +15,7 @@ from waferflow.backend_sim.analysis import (
     peak_memory,
     uncontended_transit,
 )
-from waferflow.backend_sim.config import SimConfig
+from waferflow.backend_sim.config import SimConfig, for_wafer
 from waferflow.backend_sim.costs import ideal_compute_ps, ps_to_seconds
 from waferflow.backend_sim.engine import RawRun, run
 from waferflow.backend_sim.network import Prepared, prepare
@@ -58,7 +58,7 @@ class Run:
 def run_plan(plan: Plan, wafer: Wafer, config: SimConfig | None = None) -> Run:
     """Prepare and run one step of ``plan`` on ``wafer``, leaving the assembly of its
     ``SimResult`` to ``Run.result`` (``simulate`` does both)."""
-    cfg = config or SimConfig()
+    cfg = for_wafer(config, wafer)
     with gc_paused():
         p = prepare(plan, wafer, cfg)
         raw = run(p)

@@ -287,6 +287,27 @@ class Graph:
         self.ops[self.ops.index(op)] = new
         return new
 
+    def copy(self) -> Graph:
+        """A deep copy (new ops and values, same names): passes may then mutate it."""
+        g = Graph(self.name)
+        vmap: dict[int, Value] = {}
+        for op in self.ops:
+            new = g.add_op(
+                op.kind,
+                [vmap[id(v)] for v in op.operands],
+                [r.type for r in op.results],
+                attrs=op.attrs,
+                cost=op.cost,
+                phase=op.phase,
+                prov=op.prov,
+                names=[r.name for r in op.results],
+                exact_names=True,
+            )
+            for r, nr in zip(op.results, new.results, strict=True):
+                vmap[id(r)] = nr
+        g.set_outputs(vmap[id(v)] for v in self.outputs)
+        return g
+
     def __repr__(self) -> str:
         return f"<Graph @{self.name}: {len(self.ops)} ops, {len(self.outputs)} outputs>"
 

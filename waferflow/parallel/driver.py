@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from waferflow.errors import PlanError
-from waferflow.ir.graph import Graph, Op, Value
+from waferflow.ir.graph import Graph, Op
 from waferflow.ir.opkind import OpKind
 from waferflow.ir.plan import Plan, verify_plan
 from waferflow.ir.target.wafer import Wafer
@@ -93,24 +93,7 @@ class ParallelResult:
 
 def clone_graph(graph: Graph) -> Graph:
     """A deep copy (new ops and values, same names): passes may then mutate it."""
-    g = Graph(graph.name)
-    vmap: dict[int, Value] = {}
-    for op in graph.ops:
-        new = g.add_op(
-            op.kind,
-            [vmap[id(v)] for v in op.operands],
-            [r.type for r in op.results],
-            attrs=op.attrs,
-            cost=op.cost,
-            phase=op.phase,
-            prov=op.prov,
-            names=[r.name for r in op.results],
-            exact_names=True,
-        )
-        for r, nr in zip(op.results, new.results, strict=True):
-            vmap[id(r)] = nr
-    g.set_outputs(vmap[id(v)] for v in graph.outputs)
-    return g
+    return graph.copy()
 
 
 def batch_size(graph: Graph, plan: ParallelPlan) -> int:
