@@ -100,7 +100,7 @@ from waferflow.passes.place_result import (
 from waferflow.passes.registry import register_pass
 from waferflow.perf import gc_paused
 
-_FLOORPLAN_SHARE = 0.5  # of the time limit; the rank refinement gets the rest
+_FLOORPLAN_SHARE = 0.5  # at most, of the time limit; the rank refinement gets the rest
 
 
 def _dominant_dtype(plan: Plan) -> DType:
@@ -461,7 +461,10 @@ def _refine(run: _Parallel, options: PlaceOptions) -> None:
         run.notes.append(f"cp-sat rank refinement: not posed: {e}")
         return
     _, idx, start = min(run.starts)
-    share = 1.0 - _FLOORPLAN_SHARE if run.reports else 1.0
+    # the placement's time limit bounds all its solvers: the refinement gets what the
+    # floorplans left (they take at most _FLOORPLAN_SHARE)
+    used = sum(rep.deterministic_time for _, rep in run.reports)
+    share = max(0.05 * options.time_limit, options.time_limit - used) / options.time_limit
     cores, rep = bridge.refine_ranks(
         problem, start, options.solve_options(share, export=not run.reports)
     )
