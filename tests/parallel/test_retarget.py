@@ -12,7 +12,7 @@ import pytest
 from waferflow.ir.graph import Graph
 from waferflow.ir.plan import plan_to_json
 from waferflow.ir.target import get_wafer
-from waferflow.parallel.build import Item, MbMode, Program, build_program, retarget
+from waferflow.parallel.build import Item, Program, build_program, input_items, retarget
 from waferflow.parallel.driver import (
     ParallelState,
     clone_graph,
@@ -23,7 +23,6 @@ from waferflow.parallel.driver import (
 )
 from waferflow.parallel.insert import insert_collectives
 from waferflow.parallel.layout import Layout
-from waferflow.parallel.stages import root_value
 
 
 def _state(graph: Graph, spec: str, wafer: str = "mesh16x16") -> tuple[Graph, ParallelState]:
@@ -84,16 +83,7 @@ def _hoist_by_scans(prog: Program, core: int, rank: int) -> None:
             rest.append(it)
             continue
         ci = prog.collectives[it.coll]
-        srcs = []
-        for v in ci.op.operands:
-            p = root_value(v).producer
-            if p is None or p.is_source:
-                continue
-            m = prog.microbatches if prog.info[p].mode is MbMode.PER_MB else 1
-            for k in range(m) if m > 1 else [-1]:
-                src = prog.producer.get((p, rank, k))
-                if src is not None:
-                    srcs.append(src)
+        srcs = input_items(prog, ci, rank)
         where = [head.index(x) for x in srcs if x in head]
         if not srcs or len(where) < len(srcs):
             rest.append(it)

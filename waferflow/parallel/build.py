@@ -432,6 +432,22 @@ def retarget(prog: Program, layout: Layout) -> Program:
     )
 
 
+def input_items(prog: Program, ci: CollInstance, rank: int) -> list[Item]:
+    """The items that make the inputs of collective ``ci`` on ``rank`` (every
+    micro-batch's, for an input made per micro-batch)."""
+    srcs = []
+    for v in ci.op.operands:
+        p = root_value(v).producer
+        if p is None or p.is_source:
+            continue
+        m = prog.microbatches if prog.info[p].mode is MbMode.PER_MB else 1
+        for k in range(m) if m > 1 else [-1]:
+            src = prog.producer.get((p, rank, k))
+            if src is not None:
+                srcs.append(src)
+    return srcs
+
+
 def _hoist(prog: Program, core: int, rank: int) -> None:
     """Move gradient collectives of block L up to just after their inputs are ready
     (in the last backward block), marked ``spread``: ``lower`` then runs their steps
@@ -453,16 +469,7 @@ def _hoist(prog: Program, core: int, rank: int) -> None:
             rest.append(it)
             continue
         ci = prog.collectives[it.coll]
-        srcs = []
-        for v in ci.op.operands:
-            p = root_value(v).producer
-            if p is None or p.is_source:
-                continue
-            m = prog.microbatches if prog.info[p].mode is MbMode.PER_MB else 1
-            for k in range(m) if m > 1 else [-1]:
-                src = prog.producer.get((p, rank, k))
-                if src is not None:
-                    srcs.append(src)
+        srcs = input_items(prog, ci, rank)
         where = [anchor[x] for x in srcs if x in anchor]
         if not srcs or len(where) < len(srcs):
             rest.append(it)
