@@ -72,10 +72,30 @@ class Estimate:
 
 def estimate(plan: Plan, wafer: Wafer, config: SimConfig | None = None) -> Estimate:
     with gc_paused():
-        return _estimate(plan, wafer, for_wafer(config, wafer))
+        s = _schedule(plan, wafer, for_wafer(config, wafer))
+        p, start, end, cause_kind, cause_id, inject, data_start, arrive = s
+        return Estimate(
+            plan=plan,
+            wafer=wafer,
+            step_time_ps=max(end, default=0),
+            actor_start_ps=tuple(start),
+            actor_end_ps=tuple(end),
+            msg_arrive_ps=tuple(arrive),
+            peak_mem_bytes=tuple(peak_memory(plan, p, start, end, data_start, arrive)),
+            critical_path=critical_path(plan, start, end, cause_kind, cause_id, inject, arrive),
+        )
 
 
-def _estimate(plan: Plan, wafer: Wafer, cfg: SimConfig) -> Estimate:
+def estimate_step(plan: Plan, wafer: Wafer, config: SimConfig | None = None) -> float:
+    """``estimate(...).step_time`` alone (no memory, no critical path): for searches."""
+    with gc_paused():
+        end = _schedule(plan, wafer, for_wafer(config, wafer))[2]
+    return ps_to_seconds(max(end, default=0))
+
+
+def _schedule(plan: Plan, wafer: Wafer, cfg: SimConfig) -> tuple:
+    """The contention-free list schedule: ``(prepared, start, end, cause kind, cause
+    id, inject, data start, arrive)``."""
     p = prepare(plan, wafer, cfg)
     n = len(plan.actors)
     nbuf = p.flow.buffers_per_core
@@ -142,17 +162,7 @@ def _estimate(plan: Plan, wafer: Wafer, cfg: SimConfig) -> Estimate:
             if indeg[b] == 0:
                 ready.append(b)
 
-    step = max(end, default=0)
-    return Estimate(
-        plan=plan,
-        wafer=wafer,
-        step_time_ps=step,
-        actor_start_ps=tuple(start),
-        actor_end_ps=tuple(end),
-        msg_arrive_ps=tuple(arrive),
-        peak_mem_bytes=tuple(peak_memory(plan, p, start, end, data_start, arrive)),
-        critical_path=critical_path(plan, start, end, cause_kind, cause_id, inject, arrive),
-    )
+    return p, start, end, cause_kind, cause_id, inject, data_start, arrive
 
 
-__all__ = ["Estimate", "estimate"]
+__all__ = ["Estimate", "estimate", "estimate_step"]

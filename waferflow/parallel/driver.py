@@ -218,14 +218,15 @@ def build_state(
     *,
     layout: Layout | None = None,
     check_memory: bool = True,
+    verify: bool = True,
 ) -> ParallelState:
     """Every step on ``g`` itself, keeping the state (``place_state`` takes it on
-    without scheduling again)."""
+    without scheduling again, and verifies the plan it keeps)."""
     with gc_paused():
         state = parallelize(g, wafer, spec)
         state.collectives = insert_collectives(g, state.sharding, state.stages, state.plan)
         schedule(g, state, layout)
-        lower(state)
+        lower(state, verify=verify)
         memory(state, check=check_memory)
     return state
 

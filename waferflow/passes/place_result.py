@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from waferflow.backend_sim import Run, SimConfig, estimate, run_plan
+from waferflow.backend_sim import Run, SimConfig, run_plan
+from waferflow.backend_sim.analytic import estimate_step
 from waferflow.errors import PlanError
 from waferflow.ir.plan import Plan
 from waferflow.ir.summary import human_time
@@ -167,7 +168,7 @@ def step_time(plan: Plan, wafer: Wafer, how: str) -> tuple[float, str, Run | Non
     if how == "simulate" or (how == "auto" and len(plan.actors) <= SIMULATE_LIMIT):
         run = run_plan(plan, wafer, cfg)
         return run.step_time, "simulated", run
-    return estimate(plan, wafer, cfg).step_time, "estimated", None
+    return estimate_step(plan, wafer, cfg), "estimated", None
 
 
 def keeps_routes(route: str) -> bool:
