@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from matplotlib.axes import Axes
+from matplotlib.collections import PolyCollection
 from matplotlib.colors import to_rgba
 from matplotlib.patches import Patch
 
@@ -128,27 +130,22 @@ def plot_timeline(
 
     handles: list[Patch] = []
     if shade_idle:
+        shaded: list[tuple[float, float, float, float]] = []
         for row, spans in per_row.items():
             active = [(s.start_s, s.duration_s) for s in spans if s.kind in _ACTIVE]
             # gaps narrower than a pixel would not show
             gaps = [
                 g for g in _gaps(merge_bars(active, pixel / scale), end) if g[1] * scale >= pixel
             ]
-            if gaps:
-                ax.broken_barh(
-                    [(a * scale, w * scale) for a, w in gaps],
-                    (row - 0.44, 0.88),
-                    facecolors=GAP_COLOUR,
-                    edgecolors="#d0d0d0",
-                    linewidth=0.3,
-                    hatch="////",
-                    zorder=0,
-                )
+            shaded += [(a * scale, w * scale, row - 0.44, 0.88) for a, w in gaps]
+        if shaded:
+            _add_bars(ax, shaded, facecolors=GAP_COLOUR, edgecolors="#d0d0d0", linewidth=0.3,
+                      hatch="////", zorder=0)  # fmt: skip
         handles.append(
             Patch(facecolor=GAP_COLOUR, edgecolor="#b0b0b0", hatch="////", label="idle gap")
         )
 
-    # one broken_barh per (row, kind, phase): few artists even for many spans
+    # one collection per (kind, phase): few artists even for many spans
     groups: dict[tuple[SpanKind, str], dict[int, list[tuple[float, float]]]] = {}
     for row, spans in per_row.items():
         for s in spans:
@@ -159,11 +156,12 @@ def plot_timeline(
         y0, dy = _LANES[kind]
         colour = _colour(kind, phase)
         zorder = 1 if kind in (SpanKind.WAIT, SpanKind.IDLE) else 3
-        for row, bars in sorted(groups[(kind, phase)].items()):
-            ax.broken_barh(
-                merge_bars(bars, pixel), (row + y0, dy), facecolors=colour, linewidth=0,
-                zorder=zorder,
-            )  # fmt: skip
+        rects = [
+            (x, w, row + y0, dy)
+            for row, bars in sorted(groups[(kind, phase)].items())
+            for x, w in merge_bars(bars, pixel)
+        ]
+        _add_bars(ax, rects, facecolors=colour, linewidth=0, zorder=zorder)
         handles.append(Patch(facecolor=colour, label=_legend_name(kind, phase)))
 
     if n <= 24:
@@ -191,6 +189,13 @@ def plot_timeline(
         frameon=False,
     )
     return R.save(fig, path, dpi)
+
+
+def _add_bars(ax: Axes, rects: list[tuple[float, float, float, float]], **style: Any) -> None:
+    """Rectangles ``(x, width, y, height)`` as one collection (what ``broken_barh`` draws
+    for one row, for all rows at once)."""
+    verts = [[(x, y), (x, y + h), (x + w, y + h), (x + w, y)] for x, w, y, h in rects]
+    ax.add_collection(PolyCollection(verts, **style), autolim=False)
 
 
 def _label_spans(ax: Axes, per_row: dict[int, list[Span]], scale: float, x_end: float) -> None:
