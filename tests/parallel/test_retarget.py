@@ -9,6 +9,7 @@ import random
 
 import pytest
 
+from waferflow.errors import VerificationError
 from waferflow.ir.graph import Graph
 from waferflow.ir.plan import plan_to_json
 from waferflow.ir.target import get_wafer
@@ -16,19 +17,19 @@ from waferflow.parallel.build import Item, Program, build_program, input_items, 
 from waferflow.parallel.driver import (
     ParallelState,
     clone_graph,
+    insert,
     lower,
     memory,
     parallelize,
     schedule,
 )
-from waferflow.parallel.insert import insert_collectives
 from waferflow.parallel.layout import Layout
 
 
 def _state(graph: Graph, spec: str, wafer: str = "mesh16x16") -> tuple[Graph, ParallelState]:
     g = clone_graph(graph)
     st = parallelize(g, get_wafer(wafer), spec)
-    st.collectives = insert_collectives(g, st.sharding, st.stages, st.plan)
+    insert(g, st)
     return g, st
 
 
@@ -62,14 +63,24 @@ def test_a_retargeted_program_assembles_as_a_fresh_build(
     sizes = set()
     for layout in _layouts(st, 2):
         st.program, st.layout = retarget(base, layout), layout
-        plan, mem = lower(st), memory(st, check=False)
         g2, fresh = _state(graph, spec)
         schedule(g2, fresh, layout)
-        assert plan_to_json(plan) == plan_to_json(lower(fresh))
-        assert repr(mem) == repr(memory(fresh, check=False))
-        sizes.add(len(plan.actors))
+        assert _outcome(st) == _outcome(fresh)
+        if st.actor_plan is not None:
+            sizes.add(len(st.actor_plan.actors))
     if "tp=4" in spec:  # random layouts change the collectives' algorithms (and actors)
         assert len(sizes) > 1
+
+
+def _outcome(st: ParallelState) -> str:
+    """The plan and memory report as text, or the refusal (some random layouts make
+    the spread gradient steps deadlock, and a fresh build refuses them alike)."""
+    st.actor_plan = None
+    try:
+        plan = lower(st)
+    except VerificationError as e:
+        return str(e)
+    return plan_to_json(plan) + repr(memory(st, check=False))
 
 
 def _hoist_by_scans(prog: Program, core: int, rank: int) -> None:

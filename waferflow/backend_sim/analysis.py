@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import Enum
 
 from waferflow.backend_sim.costs import transit_ps
 from waferflow.backend_sim.engine import CAUSE_ACTOR, CAUSE_BUFFER, CAUSE_MESSAGE
@@ -31,6 +32,56 @@ class PathStep:
         return self.end_ps - self.start_ps
 
 
+def memory_events(
+    plan: Plan,
+    start: Sequence[int],
+    end: Sequence[int],
+    data_start: Sequence[int],
+    arrive: Sequence[int],
+) -> tuple[dict[int, int], dict[int, list[tuple[int, int]]]]:
+    """Per core that runs actors: its resident bytes (``mem_bytes`` of its actors, held
+    the whole step) and its buffer allocations and frees as ``(time_ps, +-bytes)``.
+
+    An actor's output buffer (``out_bytes``) lives from its start until it has ended,
+    every remote output message has been delivered and every consumer on the same core
+    has ended, except a consumer that recomputes it (a local message with
+    ``holds=False``): the value then lives again while that consumer runs. A remote
+    message occupies ``bytes`` on the destination core from the start of its data until
+    its consumer ends."""
+    actors = plan.actors
+    core_of = [a.core for a in actors]
+    out_msgs: list[list[int]] = [[] for _ in actors]
+    for m in plan.messages:
+        out_msgs[m.src_actor].append(m.id)
+    resident: dict[int, int] = {}
+    deltas: dict[int, list[tuple[int, int]]] = {}
+    for a in actors:
+        resident[a.core] = resident.get(a.core, 0) + a.mem_bytes
+        own = deltas.setdefault(a.core, [])
+        if not a.out_bytes:
+            continue
+        t_free = end[a.id]
+        for mid in out_msgs[a.id]:
+            m = plan.messages[mid]
+            dst = m.dst_actor
+            local = core_of[dst] == a.core
+            if local and not m.holds:
+                own.append((start[dst], a.out_bytes))  # recomputed for dst
+                own.append((end[dst], -a.out_bytes))
+                continue
+            t = end[dst] if local else arrive[mid]
+            if t > t_free:
+                t_free = t
+        own.append((start[a.id], a.out_bytes))
+        own.append((t_free, -a.out_bytes))
+    for m in plan.messages:
+        dst_core = core_of[m.dst_actor]
+        if dst_core != core_of[m.src_actor] and m.bytes:
+            deltas[dst_core].append((data_start[m.id], m.bytes))
+            deltas[dst_core].append((end[m.dst_actor], -m.bytes))
+    return resident, deltas
+
+
 def peak_memory(
     plan: Plan,
     p: Prepared,
@@ -39,52 +90,24 @@ def peak_memory(
     data_start: Sequence[int],
     arrive: Sequence[int],
 ) -> list[int]:
-    """Peak bytes per local core: resident ``mem_bytes`` of its actors for the whole
-    step, plus live buffers. An actor's output buffer (``out_bytes``) lives from its
-    start until it has ended, every remote output message has been delivered and every
-    consumer on the same core has ended, except a consumer that recomputes it (a local
-    message with ``holds=False``): the value then lives again while that consumer runs.
-    A remote message occupies ``bytes`` on the destination core from the start of its
-    data until its consumer ends. At equal times, frees come before allocations."""
-    n_core = len(p.cores)
-    resident = [0] * n_core
-    deltas: list[list[tuple[int, int]]] = [[] for _ in range(n_core)]
-    actors = plan.actors
-    for a in actors:
-        ci = p.actor_ci[a.id]
-        resident[ci] += a.mem_bytes
-        if a.out_bytes:
-            t_free = end[a.id]
-            for m in p.out_msgs[a.id]:
-                dst = p.msg_dst[m]
-                if p.msg_local[m] and not plan.messages[m].holds:
-                    deltas[ci].append((start[dst], a.out_bytes))  # recomputed for dst
-                    deltas[ci].append((end[dst], -a.out_bytes))
-                    continue
-                t = end[dst] if p.msg_local[m] else arrive[m]
-                if t > t_free:
-                    t_free = t
-            deltas[ci].append((start[a.id], a.out_bytes))
-            deltas[ci].append((t_free, -a.out_bytes))
-    for m in plan.messages:
-        if not p.msg_local[m.id] and m.bytes:
-            ci = p.actor_ci[m.dst_actor]
-            deltas[ci].append((data_start[m.id], m.bytes))
-            deltas[ci].append((end[m.dst_actor], -m.bytes))
+    """Peak bytes per local core (``p.cores`` order): resident bytes plus the most live
+    buffers at once (``memory_events``). At equal times, frees come before allocations."""
+    resident, deltas = memory_events(plan, start, end, data_start, arrive)
     peaks = []
-    for ci in range(n_core):
+    for core in p.cores:
         live = 0
         top = 0
-        for _, d in sorted(deltas[ci]):
+        for _, d in sorted(deltas.get(core, ())):
             live += d
             if live > top:
                 top = live
-        peaks.append(resident[ci] + top)
+        peaks.append(resident.get(core, 0) + top)
     return peaks
 
 
 def critical_path(
     plan: Plan,
+    p: Prepared,
     start: Sequence[int],
     end: Sequence[int],
     cause_kind: Sequence[int],
@@ -94,23 +117,32 @@ def critical_path(
 ) -> tuple[PathStep, ...]:
     """Walk back from the last actor to finish through whatever enabled each start:
     the previous actor on the core, or the input message (or the delivery that freed
-    an output buffer) and then that message's producer."""
+    an output buffer) and then that message's producer. The host (``backend_sim.host``)
+    appears as the actor ``host`` (id -1) and its transfers as messages (id -1)."""
     if not plan.actors:
         return ()
+    n_act = len(plan.actors)
     a = max(range(len(end)), key=lambda i: (end[i], -i))
     steps: list[PathStep] = []
     actors = plan.actors
-    messages = plan.messages
+
+    def name(i: int) -> str:
+        return actors[i].name if i < n_act else "host"
+
     while True:
-        steps.append(PathStep("actor", a, actors[a].name, start[a], end[a]))
+        aid = a if a < n_act else -1
+        if aid >= 0 or end[a] > 0:
+            steps.append(PathStep("actor", aid, name(a), start[a], end[a]))
         ck = cause_kind[a]
         if ck == CAUSE_ACTOR:
             a = cause_id[a]
         elif ck in (CAUSE_MESSAGE, CAUSE_BUFFER):
-            m = messages[cause_id[a]]
-            label = f"{actors[m.src_actor].name}->{actors[m.dst_actor].name}"
-            steps.append(PathStep("message", m.id, label, inject[m.id], arrive[m.id]))
-            a = m.src_actor
+            m = cause_id[a]
+            src = p.msg_src[m]
+            label = f"{name(src)}->{name(p.msg_dst[m])}"
+            mid = m if m < len(plan.messages) else -1
+            steps.append(PathStep("message", mid, label, inject[m], arrive[m]))
+            a = src
         else:
             break
     steps.reverse()
@@ -132,7 +164,7 @@ def core_breakdown(
     n_core = len(p.cores)
     comp = [0] * n_core
     comm = [0] * n_core
-    for ci, ids in enumerate(p.order):
+    for ci, ids in enumerate(p.order[:n_core]):  # the plan's cores (not the host)
         avail = 0
         for a in ids:
             comp[ci] += end[a] - start[a]
@@ -141,6 +173,53 @@ def core_breakdown(
             avail = end[a]
     idle = [step_ps - comp[ci] - comm[ci] for ci in range(n_core)]
     return comp, comm, idle
+
+
+class WaitKind(Enum):
+    INPUT = "input"  # an input message from another core still in flight
+    BUFFER = "buffer"  # inputs in, no free output buffer on the core yet
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """A stretch of time a core spent waiting to start ``actor`` (its next in order)."""
+
+    core: int
+    start_ps: int
+    end_ps: int
+    actor: int
+    kind: WaitKind
+    message: int = -1  # INPUT: the last of the actor's inputs to arrive
+
+
+def core_waits(
+    plan: Plan, start: Sequence[int], end: Sequence[int], arrive: Sequence[int]
+) -> list[Wait]:
+    """Every gap before an actor that its core spent waiting, in core then time order:
+    for its last input from another core (INPUT), then, once the inputs are in, for an
+    output buffer (BUFFER). The rest of a core's time off compute is idle: before its
+    first actor with nothing to wait for, and after its last."""
+    actors = plan.actors
+    incoming: dict[int, list[int]] = {}
+    for m in plan.messages:
+        if actors[m.src_actor].core != actors[m.dst_actor].core:
+            incoming.setdefault(m.dst_actor, []).append(m.id)
+    waits: list[Wait] = []
+    for core, ids in plan.order:
+        avail = 0
+        for a in ids:
+            if start[a] > avail:
+                ready = avail
+                msgs = incoming.get(a)
+                if msgs:
+                    last = max(msgs, key=lambda m: (arrive[m], m))
+                    if arrive[last] > avail:
+                        ready = min(arrive[last], start[a])
+                        waits.append(Wait(core, avail, ready, a, WaitKind.INPUT, last))
+                if start[a] > ready:
+                    waits.append(Wait(core, ready, start[a], a, WaitKind.BUFFER))
+            avail = max(avail, end[a])
+    return waits
 
 
 def uncontended_transit(p: Prepared, m: int) -> int:
@@ -159,9 +238,13 @@ def handshake_ps(p: Prepared, m: int) -> int:
 
 __all__ = [
     "PathStep",
+    "Wait",
+    "WaitKind",
     "core_breakdown",
+    "core_waits",
     "critical_path",
     "handshake_ps",
+    "memory_events",
     "peak_memory",
     "uncontended_transit",
 ]

@@ -74,15 +74,16 @@ def estimate(plan: Plan, wafer: Wafer, config: SimConfig | None = None) -> Estim
     with gc_paused():
         s = _schedule(plan, wafer, for_wafer(config, wafer))
         p, start, end, cause_kind, cause_id, inject, data_start, arrive = s
+        n_act, n_pm = len(plan.actors), len(plan.messages)  # then the host's (backend_sim.host)
         return Estimate(
             plan=plan,
             wafer=wafer,
             step_time_ps=max(end, default=0),
-            actor_start_ps=tuple(start),
-            actor_end_ps=tuple(end),
-            msg_arrive_ps=tuple(arrive),
+            actor_start_ps=tuple(start[:n_act]),
+            actor_end_ps=tuple(end[:n_act]),
+            msg_arrive_ps=tuple(arrive[:n_pm]),
             peak_mem_bytes=tuple(peak_memory(plan, p, start, end, data_start, arrive)),
-            critical_path=critical_path(plan, start, end, cause_kind, cause_id, inject, arrive),
+            critical_path=critical_path(plan, p, start, end, cause_kind, cause_id, inject, arrive),
         )
 
 
@@ -97,7 +98,8 @@ def _schedule(plan: Plan, wafer: Wafer, cfg: SimConfig) -> tuple:
     """The contention-free list schedule: ``(prepared, start, end, cause kind, cause
     id, inject, data start, arrive)``."""
     p = prepare(plan, wafer, cfg)
-    n = len(plan.actors)
+    n = len(p.dur)  # the plan's actors, then the host's (backend_sim.host)
+    n_msg = len(p.msg_src)
     nbuf = p.flow.buffers_per_core
     # predecessor on the core and inputs, for the topological list scheduling
     prev_on_core = [-1] * n
@@ -107,8 +109,8 @@ def _schedule(plan: Plan, wafer: Wafer, cfg: SimConfig) -> tuple:
             prev_on_core[b] = a
             next_on_core[a] = b
     inputs: list[list[int]] = [[] for _ in range(n)]
-    for m in plan.messages:
-        inputs[m.dst_actor].append(m.id)
+    for m in range(n_msg):
+        inputs[p.msg_dst[m]].append(m)
     indeg = [len(inputs[a]) + (prev_on_core[a] >= 0) for a in range(n)]
     needs_buf = [False] * n
     if nbuf > 0:
@@ -119,11 +121,10 @@ def _schedule(plan: Plan, wafer: Wafer, cfg: SimConfig) -> tuple:
     end = [0] * n
     cause_kind = [CAUSE_NONE] * n
     cause_id = [-1] * n
-    n_msg = len(plan.messages)
     inject = [0] * n_msg
     data_start = [0] * n_msg
     arrive = [0] * n_msg
-    held: list[list[tuple[int, int]]] = [[] for _ in p.cores]  # (release time, message)
+    held: list[list[tuple[int, int]]] = [[] for _ in p.order]  # (release time, message)
 
     ready = deque(a for a in range(n) if indeg[a] == 0)
     while ready:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from waferflow.backend_sim.costs import ComputeModel, roofline_ps, view_packet_bytes
+from waferflow.backend_sim.costs import ComputeModel, compute_ps, view_packet_bytes
 from waferflow.errors import ConfigError
 from waferflow.ir.target.wafer import Wafer
 
@@ -14,11 +14,12 @@ class SimConfig:
     """``packet_bytes`` overrides the wafer's packet size (``flow.packet_bytes``, or
     ``costs.view_packet_bytes`` without flow control). ``route_order`` is the
     dimension order of default routes. ``compute`` gives each actor's duration in
-    picoseconds (roofline by default)."""
+    picoseconds (by default ``compute_ps``: the wafer's core model, or the roofline
+    when it has none)."""
 
     packet_bytes: int | None = None
     route_order: str = "xy"
-    compute: ComputeModel = roofline_ps
+    compute: ComputeModel = compute_ps
     verify: bool = True  # verify the plan against the wafer first
 
     def __post_init__(self) -> None:

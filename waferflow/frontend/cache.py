@@ -32,7 +32,7 @@ def trace_model(
     key = (spec, mode, optimizer, batch, seq, dtype, name)
     cached = _TRACED.get(key)
     if cached is not None:
-        return cached.copy()
+        return cached.clone()
     bundle = load_model(spec, batch=batch, seq=seq, dtype=dtype)
     graph = trace(
         bundle.module,
@@ -45,7 +45,7 @@ def trace_model(
     if spec.partition(":")[0] in ("hf", "cnn"):
         if len(_TRACED) >= CACHE_SIZE:
             del _TRACED[next(iter(_TRACED))]
-        _TRACED[key] = graph.copy()
+        _TRACED[key] = graph.clone()
     return graph
 
 

@@ -9,7 +9,14 @@
   messages (they order nothing the core order does not, but let the simulator keep
   the producer's buffer until its last local use);
 * sources (weights, optimizer state, inputs) are resident: counted once per core, in
-  ``mem_bytes`` of the first actor there that uses them.
+  ``mem_bytes`` of the first actor there that uses them. On a wafer with a host
+  (``Wafer.host``) the host streams each of them to that actor (``Plan.host``, with
+  its last reader on the core), and receives the step's results;
+* in a per-layer plan a value crossing from one stage to the next is resharded by
+  the transfers themselves (``redistribute``): a piece sent to several cores is a
+  broadcast (``Message.bcast``), partial sums are added by the consumer (an ADD pass
+  before its own work); a received value is kept until its last reader on the core
+  (``Message.last_use``).
 
 ``ActorMeta`` keeps, per actor, the buffers it produces and uses, for
 ``plan-memory``.
@@ -17,13 +24,15 @@
 Only the collectives (their algorithms and step actors), the cores and the per-core
 orders depend on where the ranks run. A program retargeted to another layout
 (``build.retarget``) shares an ``AssemblyMemo`` with the program it came from: the
-compute actors with their buffers and residency, and the messages into them (their
-sources as references to items, resolved per layout), are worked out once and reused;
-the result is the same plan, byte for byte, as a fresh assembly on that layout.
+compute actors with their buffers, work and residency, the messages into them and the
+host's transfers (their sources as references to items, resolved per layout) are
+worked out once and reused; the result is the same plan, byte for byte, as a fresh
+assembly on that layout.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,17 +41,20 @@ from waferflow.errors import PlanError
 from waferflow.ir.dtypes import DType
 from waferflow.ir.graph import Op, Phase, Value
 from waferflow.ir.opkind import VIEWS, OpKind
-from waferflow.ir.plan import Actor, Message, Plan
-from waferflow.ir.sharding import shard_shape
+from waferflow.ir.parallel import reads_value
+from waferflow.ir.plan import Actor, HostTransfer, Message, OpWork, Plan
+from waferflow.ir.sharding import MeshAxis, Replicated, shard_shape
 from waferflow.ir.target.wafer import Wafer
+from waferflow.ir.work import op_work
 from waferflow.parallel.build import ActorSpec, CollInstance, Item, MbMode, Program
 from waferflow.parallel.collective_lowering import KIND_OF, ScheduleCache, expand, wire
 from waferflow.parallel.plan_spec import CollectiveAlgo
+from waferflow.parallel.redistribute import Region
 from waferflow.parallel.shardcost import division, instance_degrees, share, value_bytes
 from waferflow.parallel.stages import layer_key, root_value
+from waferflow.parallel.transfers import BufKey, Transfers
 
 K = OpKind
-BufKey = tuple[str, int, int]  # (value name, rank, instance); instance -2: an accumulator
 
 
 @dataclass
@@ -93,31 +105,38 @@ class _A:
     stage: int = 0
     microbatch: int = 0
     layer: str = ""
+    work: list[OpWork] = field(default_factory=list)
 
 
 # A reference to the actor that holds an item's result, resolved per layout:
 # >= 0 a compute actor id; < 0 the final actor of member k of collective i, -1 - slot
 Ref = int
+# a data message before de-duplication: (source, actor, bytes, value, remote, region)
+_Data = tuple[Ref, int, int, str, bool, Region]
 
 
 @dataclass
 class AssemblyMemo:
     """The layout-independent results of assembling one program (module docstring),
     filled by the first assembly and reused by every layout the program is retargeted
-    to. ``remote`` records which data messages crossed cores: the reuse relies on it
-    holding on every layout (ranks never share a core), and a layout where it does not
-    is assembled afresh."""
+    to. ``remote`` in ``data`` records which messages crossed cores: the reuse relies on
+    it holding on every layout (ranks never share a core), and a layout where it does
+    not is assembled afresh."""
 
     acts: list[_A] | None = None  # compute actors, final (their cores are replaced)
     meta: list[ActorMeta] | None = None  # compute actors' buffers (shared, read-only)
     # per collective instance: kind, total bytes, result bytes, root, the operand made
     # last, and per member per operand the (producer, buffer) it reads
-    coll_in: list[tuple[Any, int, list[int], int, int, list[list[list[tuple[Ref, BufKey]]]]]] = (
-        field(default_factory=list)
-    )
-    # per core slot (the program's items, in (stage, rank) order): the data messages
-    # into its actors, before de-duplication: (source, actor, bytes, value, remote)
-    data: list[list[tuple[Ref, int, int, str, bool]]] | None = None
+    coll_in: dict[
+        int, tuple[Any, int, list[int], int, int, list[list[list[tuple[Ref, BufKey]]]]]
+    ] = field(default_factory=dict)
+    # per core slot (the program's items, in (stage, rank) order): the data messages into
+    # its actors, and the host's transfers to them
+    data: list[list[_Data]] | None = None
+    host: list[list[HostTransfer]] | None = None
+    # per compute actor, the roofline seconds the per-core orders were made with (an
+    # ADD pass the data messages add later does not count)
+    seconds: dict[int, float] = field(default_factory=dict)
     # the collectives' choices and schedules for one wafer and algorithm
     schedules: tuple[Any, Any, dict, dict, dict] | None = None
 
@@ -133,7 +152,7 @@ def assemble(prog: Program, wafer: Wafer, algo: CollectiveAlgo | None = None) ->
     return done
 
 
-class _Assembler:
+class _Assembler(Transfers):
     def __init__(
         self, prog: Program, wafer: Wafer, algo: CollectiveAlgo, memo: AssemblyMemo
     ) -> None:
@@ -151,17 +170,21 @@ class _Assembler:
         self.acts: list[_A] = []
         self.meta: list[ActorMeta] = []
         self.msgs: list[tuple[int, int, int, bool]] = []  # src, dst, bytes, holds
+        self.bcast: dict[int, int] = {}  # message -> broadcast group (same data, many cores)
+        self.last_use: dict[int, int] = {}  # message -> last actor on its core reading it
+        self.host: list[HostTransfer] = []
         self.compute_id: list[int] = []
         # per collective instance: per member: its step actors, and its final actor
         self.coll_steps: dict[int, list[list[int]]] = {}
         self.coll_final: dict[int, list[int]] = {}
-        self.coll_base: list[int] = []  # first ref slot of each collective's members
         self.records: dict[tuple[str, str, str, str, int, int], int] = {}
         self.step_need: dict[int, float] = {}  # step actor -> estimated transfer seconds
+        self.acc_flops: dict[int, int] = {}  # compute actor -> FLOPs adding into accumulators
         self.m = prog.microbatches
+        self.coll_base: list[int] = []  # first reference slot of each collective's members
         # layout-independent figures, cached per op / value / rank for the first pass
         self._op_static: dict[tuple[int, bool], tuple] = {}
-        self._value_static: dict[tuple[int, bool], tuple] = {}
+        self._value_static: dict[int, tuple] = {}
         self._users_of: dict[int, tuple[bool, tuple[int, ...]]] = {}
         self._division: dict[tuple, tuple[int, int]] = {}
 
@@ -192,19 +215,24 @@ class _Assembler:
             self._residency(order)
             if reusable:
                 memo.acts, memo.meta = self.acts[:n], self.meta[:n]
-        elif not self._replay_data(order):
+        elif not self._replay(order):
             return None
         actors = [
             Actor(i, a.name, a.core, a.flops, a.bytes_read, a.bytes_written, a.dtype, a.phase,
-                  a.op_kind, a.module, a.mem_bytes, a.out_bytes, a.stage, a.microbatch, a.layer)
+                  a.op_kind, a.module, a.mem_bytes, a.out_bytes, a.stage, a.microbatch, a.layer,
+                  tuple(a.work))
             for i, a in enumerate(self.acts)
         ]  # fmt: skip
-        messages = [Message(i, s, d, b, None, h) for i, (s, d, b, h) in enumerate(self.msgs)]
+        messages = [
+            Message(i, s, d, b, holds=h, bcast=self.bcast.get(i, -1),
+                    last_use=self.last_use.get(i, -1))
+            for i, (s, d, b, h) in enumerate(self.msgs)
+        ]  # fmt: skip
         notes = [f"parallel plan {self.p.plan} of @{self.p.graph.name}",
                  f"layout: {self.p.layout.kind}"]  # fmt: skip
         plan = Plan.build(
             f"{self.p.graph.name}[{self.p.plan}]", self.wafer.name, actors, messages, order,
-            notes=notes, source="parallel-lowering",
+            notes=notes, source="parallel-lowering", host=self.host,
         )  # fmt: skip
         recs = [
             CollectiveRecord(n, k, ax, al, r, b, c)
@@ -222,7 +250,9 @@ class _Assembler:
         in_group = {id(op) for op in ops}
         for op in ops:
             per_mb = p.info[op].mode is MbMode.PER_MB
-            osh, results, full_in, part_in, full_out, part_out = self._static(op, per_mb)
+            osh, reads, writes, results, full_in, part_in, full_out, part_out, works = self._static(
+                op, per_mb
+            )
             parts, index = self._divide(osh, spec.rank, spec.instance, per_mb)
             cost = op.cost
             f = share(cost.flops, parts, index)
@@ -232,13 +262,22 @@ class _Assembler:
                 if full_out
                 else cost.bytes_written // parts
             )
+            work = works.get(f)
+            if work is None:
+                work = works[f] = op_work(op, reads, writes, f)
+            a.work.extend(work)
             for r, nbytes, acc, grad in results:
                 key: BufKey = (r.name, spec.rank, -2 if acc else spec.instance)
                 meta.produces.append((key, nbytes, "gradients" if grad else "activations"))
-                if acc and spec.instance > 0:  # add into the accumulated gradient
+                if acc and spec.instance > 0:  # add into the accumulated sum
                     f += nbytes // r.type.dtype.itemsize
+                    self.acc_flops[len(self.acts)] = (
+                        self.acc_flops.get(len(self.acts), 0) + nbytes // r.type.dtype.itemsize
+                    )
                     br += 2 * nbytes
                     bw += nbytes
+                    a.work.append(OpWork(K.ADD, nbytes // r.type.dtype.itemsize,
+                                         (nbytes, nbytes), (nbytes,)))  # fmt: skip
                 if self._used_outside(r, in_group):
                     a.out_bytes += nbytes
             a.flops += f
@@ -257,8 +296,10 @@ class _Assembler:
         return len(self.acts) - 1
 
     def _static(self, op: Op, per_mb: bool) -> tuple:
-        """The rank-independent figures of one instance of ``op`` (``shardcost.op_cost``
-        without the division of its FLOPs)."""
+        """The rank-independent figures of one instance of ``op``: its sharding, the
+        bytes of its operands and results on a rank, each result's (value, bytes,
+        accumulated, gradient), the totals of ``shardcost.op_cost``, and its work per
+        FLOP share (filled as shares come up)."""
         key = (id(op), per_mb)
         got = self._op_static.get(key)
         if got is None:
@@ -266,17 +307,18 @@ class _Assembler:
             osh = p.sharding.ops[op]
             deg = instance_degrees(p.mesh, per_mb)
             res_sh = [p.sharding.of(r) for r in op.results]
+            reads = [value_bytes(v, s, deg) for v, s in zip(op.operands, osh.inputs, strict=True)]
+            writes = [value_bytes(r, s, deg) for r, s in zip(op.results, res_sh, strict=True)]
             results = []
-            for r, s in zip(op.results, res_sh, strict=True):
+            for r, nbytes in zip(op.results, writes, strict=True):
                 acc = per_mb and r.name in p.accumulators
-                results.append((r, value_bytes(r, s, deg), acc, acc or r.name in p.gradients))
+                # an accumulated sum is a gradient unless the step returns it (the loss)
+                grad = (acc and r not in p.graph.outputs) or r.name in p.gradients
+                results.append((r, nbytes, acc, grad))
             full_in = sum(v.type.nbytes for v in op.operands)
-            part_in = sum(
-                value_bytes(v, s, deg) for v, s in zip(op.operands, osh.inputs, strict=True)
-            )
             full_out = sum(v.type.nbytes for v in op.results)
-            part_out = sum(nbytes for _, nbytes, _, _ in results)
-            got = self._op_static[key] = (osh, results, full_in, part_in, full_out, part_out)
+            got = (osh, reads, writes, results, full_in, sum(reads), full_out, sum(writes), {})
+            self._op_static[key] = got
         return got
 
     def _divide(self, osh: Any, rank: int, instance: int, per_mb: bool) -> tuple[int, int]:
@@ -311,7 +353,8 @@ class _Assembler:
         for spec, aid in zip(self.p.actors, self.compute_id, strict=True):
             key = (spec.stage, spec.rank, spec.block.mb)
             if spec.block.kind == "F" and spec.instance >= 0:
-                fwd[key] = fwd.get(key, 0) + self.acts[aid].flops
+                # the forward's own work; adding into an accumulated sum is not redone
+                fwd[key] = fwd.get(key, 0) + self.acts[aid].flops - self.acc_flops.get(aid, 0)
             elif spec.block.kind == "B" and key not in first_b:
                 first_b[key] = aid
         for key, aid in first_b.items():
@@ -326,9 +369,9 @@ class _Assembler:
 
     def _inputs(self, index: int, ci: CollInstance) -> tuple:
         """What collective instance ``index`` moves and reads, for every layout."""
-        if index < len(self.memo.coll_in):
-            return self.memo.coll_in[index]
-        assert index == len(self.memo.coll_in)
+        got = self.memo.coll_in.get(index)
+        if got is not None:
+            return got
         p = self.p
         op = ci.op
         per_mb = p.info[op].mode is MbMode.PER_MB
@@ -359,7 +402,7 @@ class _Assembler:
             for rank in ci.ranks
         ]  # fmt: skip
         done = (KIND_OF[op.kind], total, out_bytes, root, latest, reads)
-        self.memo.coll_in.append(done)
+        self.memo.coll_in[index] = done
         return done
 
     def _collective(self, index: int, ci: CollInstance) -> None:
@@ -367,8 +410,8 @@ class _Assembler:
         op = ci.op
         kind, total, out_bytes, root, latest, reads = self._inputs(index, ci)
         # resolving a reference lowers the collective it names first, operand by operand
-        deps: list[list[tuple[int, BufKey]]] = []
         entries: list[int | None] = []
+        deps: list[list[tuple[int, BufKey]]] = []
         for per_operand in reads:
             resolved = [[(self._resolve(r), k) for r, k in refs] for refs in per_operand]
             got = resolved[latest]
@@ -378,9 +421,14 @@ class _Assembler:
         key = (op.results[0].name, op.kind.value, ci.axis.value, sched.algorithm.value,
                len(ci.ranks), total)  # fmt: skip
         self.records[key] = self.records.get(key, 0) + 1
-        ex = self.expanded.get(id(sched))
-        if ex is None:
-            ex = self.expanded[id(sched)] = expand(sched)
+        got_ex = self.expanded.get(id(sched))
+        if got_ex is None:
+            ex = expand(sched)
+            pieces: dict[tuple[int, int], list[int]] = {}  # (member, step) -> bytes received
+            for step, _, dst, nbytes in ex.transfers:
+                pieces.setdefault((dst, step), []).append(nbytes)
+            got_ex = self.expanded[id(sched)] = (ex, pieces)
+        ex, pieces = got_ex
         steps: list[list[int]] = [[] for _ in ci.ranks]
         v0 = op.operands[0]
         itemsize = v0.type.dtype.itemsize
@@ -393,18 +441,22 @@ class _Assembler:
         hops = _span(ci.cores, self.wafer.cols)
         link = self.wafer.link
 
-        def new(member: int, label: str, got: int, reduced: int) -> int:
+        def new(member: int, step: int, label: str, got: int, reduced: int) -> int:
             rank = ci.ranks[member]
             aid = len(self.acts)
             self.step_need[aid] = got / link.bandwidth + hops * link.latency
-            self.acts.append(
-                _A(f"{name}.r{rank}.{label}", ci.cores[member], reduced // itemsize,
+            a = _A(f"{name}.r{rank}.{label}", ci.cores[member], reduced // itemsize,
                    2 * reduced + (got - reduced), got, dtype, op.phase, op.kind,
-                   op.prov.module, 0, 0, ci.stage, mb, layer)
-            )  # fmt: skip
+                   op.prov.module, 0, 0, ci.stage, mb, layer)  # fmt: skip
+            got_pieces = pieces.get((member, step), [])
+            if got_pieces:  # copy what arrived, or add it into this rank's own buffer
+                own = max(got_pieces)
+                reads = (*got_pieces, own) if reduced else tuple(got_pieces)
+                a.work.append(OpWork(op.kind, a.flops, reads, (own,) if reduced else (got,)))
+            self.acts.append(a)
             meta = ActorMeta(block)
             meta.uses.extend(k for _, k in deps[member])
-            meta.produces.append(((f"{name}.r{rank}.{label}.tmp", rank, 0), got, "activations"))
+            meta.produces.append(((f"{a.name}.tmp", rank, 0), got, "activations"))
             self.meta.append(meta)
             steps[member].append(aid)
             return aid
@@ -412,8 +464,8 @@ class _Assembler:
         final = wire(
             ex,
             entries,
-            lambda i, j, got, red: new(i, f"t{j}", got, red),
-            lambda i: new(i, "start", 0, 0),
+            lambda i, j, got, red: new(i, j, f"t{j}", got, red),
+            lambda i: new(i, -1, "start", 0, 0),
             lambda s, d, b: self.msgs.append((s, d, b, True)),
         )
         for member, rank in enumerate(ci.ranks):
@@ -445,7 +497,7 @@ class _Assembler:
         core does not stall on it); whatever is left runs before block L. Every rank
         of a group sees the same items and estimates, so all place them alike."""
         order: dict[int, list[int]] = {}
-        seconds: dict[int, float] = {}
+        seconds = self.memo.seconds
         for core, items in self.p.items.items():
             ids: list[int] = []
             queue: deque[int] = deque()
@@ -490,16 +542,18 @@ class _Assembler:
         if ref >= 0:
             return self.compute_id[ref]
         slot = -1 - ref
-        i = _bisect(self.coll_base, slot)
+        i = bisect_right(self.coll_base, slot) - 1
         self._ensure(i)
         return self.coll_final[i][slot - self.coll_base[i]]
+
+    def _item_actor(self, it: Item) -> int:
+        return self._resolve(self._item_ref(it))
 
     def _producers(
         self, consumer: Op, v: Value, rank: int, inst: int, consumer_per_mb: bool
     ) -> list[tuple[Ref, BufKey, int]]:
         """(reference, buffer, bytes) of every instance of ``v`` the consumer reads."""
-        key = (id(v), consumer_per_mb)
-        st = self._value_static.get(key)
+        st = self._value_static.get(id(v))
         if st is None:
             root = root_value(v)
             prod = root.producer
@@ -511,7 +565,7 @@ class _Assembler:
                 nbytes = value_bytes(root, sh, instance_degrees(self.p.mesh, per_mb))
                 acc = per_mb and root.name in self.p.accumulators
                 st = (root, prod, per_mb, nbytes, acc)
-            self._value_static[key] = st
+            self._value_static[id(v)] = st
         root, prod, per_mb, nbytes, acc = st
         if prod is None:
             return []
@@ -539,7 +593,7 @@ class _Assembler:
         when a source is its own consumer (then the record is not reusable)."""
         spec_of = {aid: spec for spec, aid in zip(self.p.actors, self.compute_id, strict=True)}
         slot_of = {core: i for i, core in enumerate(self.p.items)}
-        data: list[list[tuple[Ref, int, int, str, bool]]] = [[] for _ in slot_of]
+        data: list[list[_Data]] = [[] for _ in slot_of]
         core_of = [a.core for a in self.acts]
         reusable = True
         for core in sorted(order):
@@ -552,56 +606,71 @@ class _Assembler:
                 in_group = {id(op) for op in spec.group.ops}
                 for op in spec.group.ops:
                     per_mb = self.p.info[op].mode is MbMode.PER_MB
-                    for v in op.operands:
+                    for i, v in enumerate(op.operands):
+                        if not reads_value(op, i):
+                            continue  # a FILL takes the shape only: nothing to wait for
                         prod = root_value(v).producer
                         if prod is not None and id(prod) in in_group:
                             continue
-                        for ref, key, nbytes in self._producers(
-                            op, v, spec.rank, spec.instance, per_mb
-                        ):
+                        found = self._pieces(op, i, spec, per_mb)
+                        sums: dict[Region, list[int]] = {}
+                        for ref, key, nbytes, region, partial in found:
                             src = self._resolve(ref)
                             if src == aid:
                                 reusable = False
                                 continue
                             meta.uses.append(key)
+                            if partial:
+                                sums.setdefault(region, []).append(nbytes)
                             remote = core_of[src] != core
                             if remote:
                                 meta.received.setdefault(key, nbytes)
-                            rec.append((ref, aid, nbytes, key[0], remote))
+                            rec.append((ref, aid, nbytes, key[0], remote, region))
+                        for parts in sums.values():
+                            if len(parts) > 1:  # the consumer adds the partial sums first
+                                self._add_pass(aid, v, parts)
         self._emit_data(data, slot_of)
         self.memo.data = data if reusable else None
         return reusable
 
-    def _replay_data(self, order: dict[int, list[int]]) -> bool:
-        """The recorded data messages on this layout; False when one of them does
-        not cross cores as it did where it was recorded."""
-        data = self.memo.data
-        if data is None:
+    def _replay(self, order: dict[int, list[int]]) -> bool:
+        """The recorded data messages and host transfers on this layout; False when a
+        message does not cross cores as it did where it was recorded."""
+        data, host = self.memo.data, self.memo.host
+        if data is None or host is None:
             return False
         slot_of = {core: i for i, core in enumerate(self.p.items)}
         core_of = [a.core for a in self.acts]
         for core in order:
-            for ref, aid, _, _, remote in data[slot_of[core]]:
+            for ref, aid, _, _, remote, _ in data[slot_of[core]]:
                 src = self._resolve(ref)
                 if src == aid or (core_of[src] != core) != remote:
                     return False
         self._emit_data(data, slot_of)
+        for core in sorted(order):
+            self.host.extend(host[slot_of[core]])
+        if self.wafer.host is not None:
+            self._host_outputs()
         return True
 
-    def _emit_data(
-        self, data: list[list[tuple[Ref, int, int, str, bool]]], slot_of: dict[int, int]
-    ) -> None:
-        sent: set[tuple[int, str, int]] = set()
+    def _emit_data(self, data: list[list[_Data]], slot_of: dict[int, int]) -> None:
+        sent: dict[tuple[int, str, int], int] = {}  # (src, value, core) -> message
         local: set[tuple[int, int]] = set()
+        groups: dict[tuple[int, str, Region], list[int]] = {}  # same piece to many cores
         recompute = self.p.plan.recompute
         meta = self.meta
         for core in sorted(slot_of):
-            for ref, aid, nbytes, value, remote in data[slot_of[core]]:
+            for ref, aid, nbytes, value, remote, region in data[slot_of[core]]:
                 src = self._resolve(ref)
                 if remote:
-                    if (src, value, core) not in sent:
-                        sent.add((src, value, core))
-                        self.msgs.append((src, aid, nbytes, True))
+                    m = sent.get((src, value, core))
+                    if m is not None:
+                        self.last_use[m] = aid
+                        continue
+                    m = sent[(src, value, core)] = len(self.msgs)
+                    self.msgs.append((src, aid, nbytes, True))
+                    if region:
+                        groups.setdefault((src, value, region), []).append(m)
                 elif (src, aid) not in local:
                     local.add((src, aid))
                     # with recompute a backward actor rebuilds the forward values it
@@ -612,17 +681,29 @@ class _Assembler:
                         and meta[aid].block.startswith("B")
                     )
                     self.msgs.append((src, aid, 0, holds))
+        for ids in groups.values():
+            if len(ids) > 1:
+                for m in ids:
+                    self.bcast[m] = ids[0]
 
     def _residency(self, order: dict[int, list[int]]) -> None:
         spec_of = {aid: spec for spec, aid in zip(self.p.actors, self.compute_id, strict=True)}
+        host = self.wafer.host is not None
+        slot_of = {core: i for i, core in enumerate(self.p.items)}
+        recorded: list[list[HostTransfer]] = [[] for _ in slot_of]
         for core in sorted(order):
             first: dict[str, tuple[int, int, str]] = {}
+            # what the host streams in: per source, or per micro-batch of a source split
+            # along mb (a batch input): (first reader, bytes), and the last reader
+            sent: dict[tuple[str, int], tuple[int, int]] = {}
+            last_user: dict[tuple[str, int], int] = {}
             for aid in order[core]:
                 spec = spec_of.get(aid)
                 if spec is None:
                     continue
                 for op in spec.group.ops:
                     osh = self.p.sharding.ops[op]
+                    per_mb = self.p.info[op].mode is MbMode.PER_MB
                     for v, s in zip(op.operands, osh.inputs, strict=True):
                         root = root_value(v)
                         src = root.producer
@@ -633,26 +714,35 @@ class _Assembler:
                         have = first.get(root.name)
                         if have is None or have[1] < nbytes:
                             first[root.name] = (have[0] if have else aid, nbytes, cat)
+                        if not host:
+                            continue
+                        inst = -1
+                        if per_mb and not isinstance(s.get(MeshAxis.MB), Replicated):
+                            inst = spec.instance
+                            nbytes = value_bytes(v, s, instance_degrees(self.p.mesh, True))
+                        key = (root.name, inst)
+                        last_user[key] = aid
+                        got = sent.get(key)
+                        if got is None or got[1] < nbytes:
+                            sent[key] = (got[0] if got else aid, nbytes)
             for name, (aid, nbytes, cat) in first.items():
                 self.acts[aid].mem_bytes += nbytes
                 self.meta[aid].resident.append((name, nbytes, cat))
+            for (name, _), (aid, nbytes) in sent.items():
+                last = last_user[(name, _)]
+                recorded[slot_of[core]].append(
+                    HostTransfer(aid, nbytes, name, last_use=-1 if last == aid else last)
+                )
+            self.host.extend(recorded[slot_of[core]])
+        self.memo.host = recorded
+        if host:
+            self._host_outputs()
 
 
 def _relocated(a: _A, core: int) -> _A:
     return _A(a.name, core, a.flops, a.bytes_read, a.bytes_written, a.dtype, a.phase,
-              a.op_kind, a.module, a.mem_bytes, a.out_bytes, a.stage, a.microbatch, a.layer)  # fmt: skip
-
-
-def _bisect(starts: list[int], slot: int) -> int:
-    """The index of the last start <= slot."""
-    lo, hi = 0, len(starts) - 1
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if starts[mid] <= slot:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
+              a.op_kind, a.module, a.mem_bytes, a.out_bytes, a.stage, a.microbatch, a.layer,
+              list(a.work))  # fmt: skip
 
 
 def _span(cores: tuple[int, ...], cols: int) -> int:

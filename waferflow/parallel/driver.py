@@ -3,8 +3,10 @@
 The steps, each also a pass (``waferflow.passes``): ``parallelize`` (shardings,
 stages), ``insert-collectives``, ``schedule`` (actors, per-core order),
 ``lower-collectives`` (point-to-point messages: the ``Plan``), ``plan-memory``
-(liveness; refuse what does not fit). The state between them is a
-``ParallelState``, kept in the pass context under the pass names.
+(liveness; refuse what does not fit). Each step writes its decisions onto the graph
+(``waferflow.parallel.annotate``: the plan, shardings, stages, micro-batch modes,
+collectives, regions); ``read_state`` rebuilds the ``ParallelState`` the later steps
+work on from the graph alone.
 """
 
 from __future__ import annotations
@@ -14,8 +16,20 @@ from dataclasses import dataclass, field, replace
 from waferflow.errors import PlanError
 from waferflow.ir.graph import Graph, Op
 from waferflow.ir.opkind import OpKind
+from waferflow.ir.parallel import ParallelLevel
 from waferflow.ir.plan import Plan, verify_plan
 from waferflow.ir.target.wafer import Wafer
+from waferflow.parallel import per_layer
+from waferflow.parallel.annotate import (
+    annotate,
+    annotate_layout,
+    collective_ops,
+    layout_from_ir,
+    plan_of,
+    resolve_view,
+    sharding_from_ir,
+    stages_from_ir,
+)
 from waferflow.parallel.assemble import ActorMeta, CollectiveRecord, assemble
 from waferflow.parallel.build import Program, build_program
 from waferflow.parallel.insert import InsertedCollective, insert_collectives
@@ -35,7 +49,9 @@ from waferflow.perf import gc_paused
 
 @dataclass
 class ParallelState:
-    """What the parallel passes hand each other (through ``PassContext.results``)."""
+    """What the parallel steps work on: the plan's decisions (also on the graph, from
+    which ``read_state`` rebuilds it) and what is derived from them (the program,
+    the actor plan, the memory report)."""
 
     plan: ParallelPlan  # span resolved
     wafer: Wafer  # the view the plan runs on: the given wafer coarsened by the span
@@ -51,6 +67,11 @@ class ParallelState:
     records: list[CollectiveRecord] = field(default_factory=list)
     memory: MemoryReport | None = None
     diagnostics: list[str] = field(default_factory=list)
+
+    @property
+    def ranks(self) -> int:
+        """Cores the plan runs on (stages of different widths counted exactly)."""
+        return sum(self.stages.widths) if self.stages.widths else self.plan.num_ranks
 
 
 @dataclass(frozen=True)
@@ -93,7 +114,7 @@ class ParallelResult:
 
 def clone_graph(graph: Graph) -> Graph:
     """A deep copy (new ops and values, same names): passes may then mutate it."""
-    return graph.copy()
+    return graph.clone()
 
 
 def batch_size(graph: Graph, plan: ParallelPlan) -> int:
@@ -109,38 +130,84 @@ def batch_size(graph: Graph, plan: ParallelPlan) -> int:
 
 
 def parallelize(graph: Graph, wafer: Wafer, spec: ParallelPlan | str) -> ParallelState:
-    """Shardings and stages of ``spec`` on ``wafer``; the state's wafer is the view the
-    plan runs on (``wafer.coarsen(span)``, ``waferflow.parallel.span``)."""
-    plan = parse_plan(spec)
-    if plan.num_ranks > wafer.num_alive:
+    """Shardings and stages of ``spec`` on ``wafer``, written onto ``graph`` (level
+    ``sharded``); the state's wafer is the view the plan runs on
+    (``wafer.coarsen(span)``, ``waferflow.parallel.span``)."""
+    if graph.parallel is not None:
         raise PlanError(
-            f"plan {plan} needs {plan.num_ranks} cores ({plan.ranks_per_stage} per stage x "
-            f"pp={plan.pp}) but wafer {wafer.name!r} has {wafer.num_alive} alive cores"
+            f"graph @{graph.name} is already parallelised for plan {graph.parallel.plan!r}; "
+            "parallelize a graph without a parallel(...) header"
         )
-    span = choose_span(wafer, plan)
-    wafer, plan = span.view, replace(plan, span=span.span)
-    if plan.num_ranks > wafer.num_alive:
+    plan = per_layer.resolve(graph, parse_plan(spec))
+    ranks, shape = per_layer.needed_ranks(graph, plan)
+    if ranks > wafer.num_alive:
         raise PlanError(
-            f"plan {plan} needs {plan.num_ranks} cores ({plan.ranks_per_stage} per stage x "
-            f"pp={plan.pp}) but wafer {wafer.name!r} has {wafer.num_alive} alive cores"
+            f"plan {plan} needs {ranks} cores ({shape}) but wafer {wafer.name!r} has "
+            f"{wafer.num_alive} alive cores"
+        )
+    span = choose_span(wafer, plan, ranks)
+    wafer, plan = span.view, replace(plan, span=span.span)
+    if ranks > wafer.num_alive:
+        raise PlanError(
+            f"plan {plan} needs {ranks} cores ({shape}) but wafer {wafer.name!r} has "
+            f"{wafer.num_alive} alive cores"
         )
     batch = batch_size(graph, plan)
     if plan.layers and batch % plan.ways:
         raise PlanError(f"ways={plan.ways} does not divide the batch {batch}")
-    modes = layer_modes(graph, plan)
+    modes = {**layer_modes(graph, plan), **per_layer.layer_ops(graph, plan)}
     sharding = propagate(graph, plan.mesh(), batch=batch, modes=modes)
     stages = assign_stages(graph, wafer, plan)
+    annotate(graph, plan, wafer.name, sharding, stages, ParallelLevel.SHARDED)
     return ParallelState(
         plan, wafer, batch, sharding, stages, span=span, diagnostics=list(sharding.notes)
     )
 
 
-def schedule(graph: Graph, state: ParallelState, layout: Layout | None = None) -> Program:
+def read_state(graph: Graph, wafer: Wafer) -> ParallelState:
+    """The state of a parallelised graph, from its annotations alone; ``wafer`` is the
+    wafer the plan was made for or its view. PlanError for a graph that is not
+    parallelised or whose header disagrees with its plan."""
+    plan = plan_of(graph)
+    assert graph.parallel is not None
+    view = resolve_view(wafer, plan, graph.parallel.wafer)
+    state = ParallelState(
+        plan, view, batch_size(graph, plan), sharding_from_ir(graph, plan),
+        stages_from_ir(graph, plan), span=SpanChoice(plan.span, view, wafer, auto=False),
+    )  # fmt: skip
+    if graph.parallel.level is ParallelLevel.COLLECTIVES:
+        state.collectives = collective_ops(graph)
+    layout = layout_from_ir(graph, "placed")
+    if layout is not None:
+        default = default_layout(state)
+        state.layout = default if default.cores == layout.cores else layout
+    return state
+
+
+def insert(graph: Graph, state: ParallelState) -> None:
+    """Insert the collectives (``insert-collectives``), unless they are in already."""
+    if state.collectives is None:
+        state.collectives = insert_collectives(graph, state.sharding, state.stages, state.plan)
+
+
+def default_layout(state: ParallelState) -> Layout:
     plan = state.plan
+    return strip_layout(
+        state.wafer, plan.pp, plan.ranks_per_stage, plan.mesh().dims[-1],
+        widths=state.stages.widths,
+    )  # fmt: skip
+
+
+def schedule(graph: Graph, state: ParallelState, layout: Layout | None = None) -> Program:
+    """Actors and per-core orders on ``layout`` (default: the strips), whose cores are
+    written onto the ops' regions."""
+    plan = state.plan
+    widths = state.stages.widths
     if layout is None:
-        layout = strip_layout(state.wafer, plan.pp, plan.ranks_per_stage, plan.mesh().dims[-1])
-    layout.check(state.wafer, plan.pp, plan.ranks_per_stage)
+        layout = default_layout(state)
+    layout.check(state.wafer, plan.pp, plan.ranks_per_stage, widths=widths)
     state.layout = layout
+    annotate_layout(graph, layout)
     prog = build_program(graph, state.sharding, state.stages, plan, layout)
     state.program = prog
     return prog
@@ -224,7 +291,7 @@ def build_state(
     without scheduling again, and verifies the plan it keeps)."""
     with gc_paused():
         state = parallelize(g, wafer, spec)
-        state.collectives = insert_collectives(g, state.sharding, state.stages, state.plan)
+        insert(g, state)
         schedule(g, state, layout)
         lower(state, verify=verify)
         memory(state, check=check_memory)
@@ -259,7 +326,7 @@ def make_result(
         diagnostics=tuple(state.diagnostics),
         model_flops=model_flops,
         wafer=state.wafer,
-        span_note=state.span.describe(state.plan.num_ranks) if state.span else "",
+        span_note=state.span.describe(state.ranks) if state.span else "",
     )
 
 
@@ -274,10 +341,13 @@ __all__ = [
     "build_parallel_plan",
     "build_state",
     "clone_graph",
+    "default_layout",
+    "insert",
     "lower",
     "make_result",
     "memory",
     "parallelize",
+    "read_state",
     "run_in_place",
     "schedule",
 ]
