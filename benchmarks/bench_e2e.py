@@ -3,7 +3,8 @@
 Cases (the issue's "compile in seconds" targets, on a quiet 2-core machine):
 
 * ``demo``: ``make demo`` (GPT-2 small training, batch 8, seq 256,
-  ``dp=2,tp=12,pp=4,microbatches=4`` on ``wse2@84x``) with every output it writes;
+  ``dp=2,tp=12,pp=4,microbatches=4`` on ``wse2@84x``) with every output it writes
+  (plan, trace, four pictures, IR text, HTML report);
   target under 60 s in all, placement under 15 s, a kept plan no slower than 2.55 ms.
 * ``gpt2-auto``: ``waferflow compile hf:gpt2 --wafer wse2 --coarsen 16 --mode train
   --plan auto``; target under 30 s.
@@ -84,6 +85,7 @@ def run_case(case: Case, workdir: Path) -> dict:
     """Compile (and for the demo write every output) in this process; the figures."""
     import waferflow as wf
     from waferflow.backend_sim import simulate
+    from waferflow.fileio import write_text
 
     wafer = case.wafer
     if wafer.endswith(".toml"):
@@ -111,10 +113,15 @@ def run_case(case: Case, workdir: Path) -> dict:
         out = workdir / "out"
         compiled.save(out / "plan.json")
         report.to_chrome_trace(out / "trace.json")
-        compiled.plot_placement(out / "placement.png")
-        report.plot_links(out / "links.png")
-        report.plot_timeline(out / "timeline.png")
-        report.plot_memory(out / "memory.png")
+        images = {
+            "placement": compiled.plot_placement(out / "placement.png"),
+            "links": report.plot_links(out / "links.png"),
+            "timeline": report.plot_timeline(out / "timeline.png"),
+            "memory": report.plot_memory(out / "memory.png"),
+        }
+        assert compiled.graph is not None
+        write_text(out / "graph.wf", wf.ir.print_graph(compiled.graph))
+        report.to_html(out / "report.html", images)
         phases.append(("outputs", time.perf_counter() - t0, _cpu() - c0))
     total_wall, total_cpu = time.perf_counter() - start[0], _cpu() - start[1]
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
