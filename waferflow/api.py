@@ -41,6 +41,7 @@ from waferflow.passes import (
     parse_pipeline,
 )
 from waferflow.passes.lower_plan import lower_to_plan
+from waferflow.perf import gc_paused
 
 BUNDLE_FORMAT = "waferflow.compiled"
 BUNDLE_VERSION = 1
@@ -118,9 +119,10 @@ class Report:
         """Write a Chrome / Perfetto trace (open it in ui.perfetto.dev): tracks named by
         stage, rank and coordinate; actors, waits, message flows, memory and link-load
         counters (``backend_sim.trace``; ``options``: a ``TraceOptions``)."""
-        return self.result.to_chrome_trace(
-            path, link_tracks=link_tracks, options=options, ranks=self.ranks
-        )
+        with gc_paused():  # 10^6 events as small objects: no cycles to collect
+            return self.result.to_chrome_trace(
+                path, link_tracks=link_tracks, options=options, ranks=self.ranks
+            )
 
     def plot_links(self, path: str | Path, top_k: int = 5) -> Path:
         from waferflow.viz import link_view, plot_links
@@ -130,8 +132,9 @@ class Report:
     def plot_timeline(self, path: str | Path, max_tracks: int = 64) -> Path:
         from waferflow.viz import plot_timeline, timeline_view
 
-        view = timeline_view(self.plan, self.result, self.ranks)
-        return plot_timeline(view, path, max_tracks=max_tracks)
+        with gc_paused():  # a span per actor and message
+            view = timeline_view(self.plan, self.result, self.ranks)
+            return plot_timeline(view, path, max_tracks=max_tracks)
 
     def plot_memory(self, path: str | Path) -> Path:
         from waferflow.viz import memory_view, plot_memory
@@ -250,8 +253,9 @@ class CompiledPlan:
 
             head["ranks"] = ranks_to_json(self.ranks)
         lines = [f" {json.dumps(k)}: {json.dumps(v, ensure_ascii=False)}," for k, v in head.items()]
-        text = "{\n" + "\n".join(lines) + '\n "plan": ' + plan_to_json(self.plan).rstrip() + "\n}\n"
-        return write_text(path, text)
+        with gc_paused():  # a row per actor and message
+            body = plan_to_json(self.plan).rstrip()
+        return write_text(path, "{\n" + "\n".join(lines) + '\n "plan": ' + body + "\n}\n")
 
     def plot_placement(self, path: str | Path) -> Path:
         """The placement map: each core's stage (or layer), and its rank when known."""
