@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable
 
 from waferflow.mapper.assign_model import build_assign_model
 from waferflow.mapper.cost import assignment_cost, evaluate_floorplan
@@ -57,7 +56,6 @@ def improve_floorplan(
     rects: tuple[Rect, ...],
     budget: float,
     options: SolveOptions,
-    on_wall_hit: Callable[[], None] | None = None,
 ) -> tuple[tuple[Rect, ...], float, int, int, float]:
     """LNS over the rectangles model. Neighbourhoods, in turn: the slowest group and its
     nearest groups; a random group and its nearest; a run of consecutive groups (pipeline
@@ -87,8 +85,6 @@ def improve_floorplan(
         rm = build_rect_model(problem, scale, cur, fixed=fixed, symmetry=False)
         limit = min(per_round, budget - used)
         run = run_cpsat(rm.model, options, limit, seed_offset=1000 + rounds)
-        if run.hit_wall_cap and on_wall_hit is not None:
-            on_wall_hit()
         used += run.deterministic_time
         rounds += 1
         improved = False
@@ -116,7 +112,6 @@ def improve_assignment(
     budget: float,
     options: SolveOptions,
     lower_bound: float,
-    on_wall_hit: Callable[[], None] | None = None,
     stall_rounds: int | None = None,
 ) -> tuple[tuple[int, ...], float, int, int]:
     """LNS over the assignment model. Neighbourhoods, in turn: a window of cores around a
@@ -124,8 +119,7 @@ def improve_assignment(
     breadth-first neighbourhood in the flow graph (its actors may use their own cores and
     the free cores of their bounding box). With ``stall_rounds``, stops after that many
     rounds in a row without improvement. Returns ``(cores, det. time, rounds,
-    improvements)``; ``on_wall_hit`` is called if a sub-solve was stopped by its hang
-    guard."""
+    improvements)``."""
     grid = problem.grid
     n = problem.n_actors
     rng = random.Random(options.seed)
@@ -171,8 +165,6 @@ def improve_assignment(
         sub = build_assign_model(problem, sorted(free_actors), cand, tuple(cur))
         limit = min(per_round, budget - used)
         run = run_cpsat(sub.model, options, limit, seed_offset=1000 + rounds)
-        if run.hit_wall_cap and on_wall_hit is not None:
-            on_wall_hit()
         used += run.deterministic_time
         rounds += 1
         improved = False
