@@ -41,6 +41,7 @@ from waferflow.passes import (
     parse_pipeline,
 )
 from waferflow.passes.lower_plan import lower_to_plan
+from waferflow.perf import gc_paused
 
 BUNDLE_FORMAT = "waferflow.compiled"
 BUNDLE_VERSION = 1
@@ -118,9 +119,10 @@ class Report:
         """Write a Chrome / Perfetto trace (open it in ui.perfetto.dev): tracks named by
         stage, rank and coordinate; actors, waits, message flows, memory and link-load
         counters (``backend_sim.trace``; ``options``: a ``TraceOptions``)."""
-        return self.result.to_chrome_trace(
-            path, link_tracks=link_tracks, options=options, ranks=self.ranks
-        )
+        with gc_paused():  # 10^6 events as small objects: no cycles to collect
+            return self.result.to_chrome_trace(
+                path, link_tracks=link_tracks, options=options, ranks=self.ranks
+            )
 
     def plot_links(self, path: str | Path, top_k: int = 5) -> Path:
         from waferflow.viz import link_view, plot_links
@@ -130,8 +132,9 @@ class Report:
     def plot_timeline(self, path: str | Path, max_tracks: int = 64) -> Path:
         from waferflow.viz import plot_timeline, timeline_view
 
-        view = timeline_view(self.plan, self.result, self.ranks)
-        return plot_timeline(view, path, max_tracks=max_tracks)
+        with gc_paused():  # a span per actor and message
+            view = timeline_view(self.plan, self.result, self.ranks)
+            return plot_timeline(view, path, max_tracks=max_tracks)
 
     def plot_memory(self, path: str | Path) -> Path:
         from waferflow.viz import memory_view, plot_memory
@@ -200,9 +203,15 @@ class CompiledPlan:
         return self.plan.name
 
     def simulate(self) -> Report:
-        """Run the discrete-event simulation of one step."""
+        """Run the discrete-event simulation of one step. When placement simulated the
+        kept plan to choose it, that run is reused (it is the same simulation)."""
         start = time.perf_counter()
-        result = simulate(self.plan, self.wafer)
+        result = None
+        placed = self.placement
+        if placed is not None and placed.plan is self.plan and placed.run is not None:
+            result = placed.simulation() if placed.run.wafer is self.wafer else None
+        if result is None:
+            result = simulate(self.plan, self.wafer)
         took = StepTiming("simulate", time.perf_counter() - start)
         par = self.parallel
         peak = par.memory.peak_bytes if par is not None and par.memory.fits else None
@@ -230,19 +239,23 @@ class CompiledPlan:
         raise WaferflowError(f"no IR recorded after pass {pass_name!r}; passes that ran: {ran}")
 
     def save(self, path: str | Path) -> Path:
-        """Write the plan and its wafer as one JSON file (``load_plan`` reads it back)."""
-        doc = {
+        """Write the plan and its wafer as one JSON file (``load_plan`` reads it back).
+        The plan's own JSON text (``plan_to_json``: one actor or message per line) is
+        written as it is produced, under ``"plan"``; the same plan gives the same bytes."""
+        head = {
             "format": BUNDLE_FORMAT,
             "version": BUNDLE_VERSION,
             "wafer_toml": wafer_to_toml(self.wafer),
-            "plan": json.loads(plan_to_json(self.plan)),
             "notes": list(self.notes),
         }
         if self.ranks:
             from waferflow.parallel.ranks import ranks_to_json
 
-            doc["ranks"] = ranks_to_json(self.ranks)
-        return write_text(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
+            head["ranks"] = ranks_to_json(self.ranks)
+        lines = [f" {json.dumps(k)}: {json.dumps(v, ensure_ascii=False)}," for k, v in head.items()]
+        with gc_paused():  # a row per actor and message
+            body = plan_to_json(self.plan).rstrip()
+        return write_text(path, "{\n" + "\n".join(lines) + '\n "plan": ' + body + "\n}\n")
 
     def plot_placement(self, path: str | Path) -> Path:
         """The placement map: each core's stage (or layer), and its rank when known."""
@@ -374,10 +387,14 @@ def compile(
     pipeline = parse_pipeline(passes or DEFAULT_PIPELINE)  # bad pipelines fail before tracing
     # a name the pipeline does not run would print nothing: refuse it with a did-you-mean
     check_pass_names(print_ir_after, pipeline, "print_ir_after")
-    from waferflow.frontend import load_model, trace  # torch: only once the inputs are sound
+    # torch: only once the inputs are sound
+    from waferflow.frontend import load_model, trace, trace_model
 
     with _timed(timings, "trace", progress):
-        if isinstance(model, str | Path):
+        if isinstance(model, str | Path) and example_inputs is None and loss_fn is None:
+            graph = trace_model(str(model), mode=mode, optimizer=optimizer, batch=batch,
+                                seq=seq, dtype=dtype, name=name)  # fmt: skip
+        elif isinstance(model, str | Path):
             bundle = load_model(str(model), batch=batch, seq=seq, dtype=dtype)
             graph = trace(
                 bundle.module,
@@ -426,10 +443,14 @@ def compile(
             "ranks, which the CP-SAT floorplan does not place yet)"
         )
     if plan and method == "cpsat":
-        from waferflow.passes.place import place_parallel
+        from waferflow.passes.place import place_parallel, place_state
 
         with _timed(timings, "parallelize+place", progress):
-            placement = place_parallel(graph, w, plan, options=_place_options(place_time, seed))
+            opts = _place_options(place_time, seed)
+            if search is not None and search.state is not None:  # as the search built it
+                placement = place_state(*search.state, opts)
+            else:
+                placement = place_parallel(graph, w, plan, options=opts)
         parallel = placement.parallel
         actor_plan = placement.plan
         if parallel is not None:

@@ -34,17 +34,10 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
 
 
 def _trace_model(args: argparse.Namespace):  # -> Graph
-    from waferflow.frontend import load_model, trace
+    from waferflow.frontend import trace_model
 
-    bundle = load_model(args.model, batch=args.batch, seq=args.seq, dtype=args.dtype)
-    return trace(
-        bundle.module,
-        bundle.example_inputs,
-        mode=args.mode,
-        optimizer=args.optimizer,
-        loss_fn=bundle.loss_fn,
-        name=bundle.name,
-    )
+    return trace_model(args.model, mode=args.mode, optimizer=args.optimizer, batch=args.batch,
+                       seq=args.seq, dtype=args.dtype)  # fmt: skip
 
 
 def _read_graph(path: str):  # -> Graph
@@ -293,7 +286,8 @@ def _add_place_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--place", choices=["auto", "cpsat", "none"], default="auto",
                    help="placement: CP-SAT (auto: for parallel plans) or the default layout")  # fmt: skip
     p.add_argument("--place-time", type=float, default=10.0, metavar="SECONDS",
-                   help="CP-SAT deterministic time limit for placement (default 10)")  # fmt: skip
+                   help="CP-SAT deterministic seconds for the whole placement, all its "
+                        "solvers together (default 10)")  # fmt: skip
 
 
 def cmd_place(args: argparse.Namespace) -> int:
@@ -302,7 +296,7 @@ def cmd_place(args: argparse.Namespace) -> int:
     from waferflow.api import resolve_wafer, uniform_stages
     from waferflow.ir.target.islands import connected_view
     from waferflow.parallel.search import resolve_plan
-    from waferflow.passes.place import place_compare
+    from waferflow.passes.place import place_compare, place_state
     from waferflow.passes.place_result import PlaceOptions
 
     wafer, notes = connected_view(resolve_wafer(args.wafer, args.coarsen))
@@ -324,7 +318,10 @@ def cmd_place(args: argparse.Namespace) -> int:
     if search is not None:
         print(search.table())
         print(search.summary())
-    print(place_compare(graph, wafer, plan, options))
+    if search is not None and search.state is not None:  # placed as the search built it
+        print(place_state(*search.state, options))
+    else:
+        print(place_compare(graph, wafer, plan, options))
     return 0
 
 
@@ -527,7 +524,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--export-model", metavar="FILE",
                    help="write the CP-SAT model for reproduction")  # fmt: skip
     p.add_argument("--place-time", type=float, default=10.0, metavar="SECONDS",
-                   help="CP-SAT deterministic time limit (default 10)")  # fmt: skip
+                   help="CP-SAT deterministic seconds for the whole placement (default 10)")  # fmt: skip
     p.set_defaults(func=cmd_place)
 
     p = sub.add_parser("viz", help="draw a saved plan: placement, links, timeline or memory",

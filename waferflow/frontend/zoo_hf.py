@@ -79,6 +79,19 @@ SPECS: dict[str, HFSpec] = {
         32,
         "GPT-2 shaped, for tests: 2 layers, d=64, 4 heads, vocab 512",
     ),
+    "gpt3-175b": HFSpec(
+        "gpt2",
+        (
+            ("n_layer", 96),
+            ("n_embd", 12288),
+            ("n_head", 96),
+            ("n_positions", 2048),
+            ("vocab_size", 50257),
+        ),
+        1,
+        2048,
+        "GPT-3 175B shaped (dense GPT-2 blocks): 96 layers, d=12288, 96 heads, context 2048",
+    ),
     "llama-7b": HFSpec(
         "llama",
         (
@@ -93,6 +106,36 @@ SPECS: dict[str, HFSpec] = {
         1,
         2048,
         "LLaMA 7B (6.7B): 32 layers, d=4096, 32 heads, FFN 11008, vocab 32000",
+    ),
+    "llama-13b": HFSpec(
+        "llama",
+        (
+            ("hidden_size", 5120),
+            ("num_hidden_layers", 40),
+            ("num_attention_heads", 40),
+            ("num_key_value_heads", 40),
+            ("intermediate_size", 13824),
+            ("vocab_size", 32000),
+            ("max_position_embeddings", 2048),
+        ),
+        1,
+        2048,
+        "LLaMA 13B (13.0B): 40 layers, d=5120, 40 heads, FFN 13824, vocab 32000",
+    ),
+    "llama-70b": HFSpec(
+        "llama",
+        (
+            ("hidden_size", 8192),
+            ("num_hidden_layers", 80),
+            ("num_attention_heads", 64),
+            ("num_key_value_heads", 8),
+            ("intermediate_size", 28672),
+            ("vocab_size", 32000),
+            ("max_position_embeddings", 4096),
+        ),
+        1,
+        4096,
+        "Llama 2 70B (69.0B): 80 layers, d=8192, 64 heads (8 KV heads), FFN 28672, vocab 32000",
     ),
     "llama-tiny": HFSpec(
         "llama",

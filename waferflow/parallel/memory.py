@@ -191,7 +191,22 @@ def _core(
     cat: dict[tuple, str] = {}
     alloc: dict[tuple, int] = {}
     made_in_f: set[tuple] = set()
-    uses: dict[tuple, list[tuple[int, bool]]] = {}  # key -> (position, in a backward block)
+    # per buffer, the positions of its uses: the last one; and (for recompute) the last
+    # outside a backward block and the first and last inside one
+    last: dict[tuple, int] = {}
+    fwd_last: dict[tuple, int] = {}
+    bwd_first: dict[tuple, int] = {}
+    bwd_last: dict[tuple, int] = {}
+
+    def use(key: tuple, pos: int, backward: bool) -> None:
+        last[key] = pos
+        if backward:
+            bwd_last[key] = pos
+            if key not in bwd_first:
+                bwd_first[key] = pos
+        else:
+            fwd_last[key] = pos
+
     for pos, aid in enumerate(ids):
         m = meta[aid]
         backward = m.block.startswith("B")
@@ -199,14 +214,18 @@ def _core(
             old = resident.get(name)
             if old is None or old[0] < nbytes:
                 resident[name] = (nbytes, c)
+        forward = m.block.startswith("F")
         for key, nbytes, c in m.produces:
             if key not in alloc:
                 alloc[key] = pos
                 cat[key] = c
-                if m.block.startswith("F"):
+                if forward:
                     made_in_f.add(key)
-            size[key] = max(size.get(key, 0), nbytes)
-            uses.setdefault(key, []).append((pos, backward))
+            if size.get(key, 0) < nbytes:
+                size[key] = nbytes
+            else:
+                size.setdefault(key, nbytes)
+            use(key, pos, backward)
         for key in m.uses:
             if key not in alloc:
                 nbytes = m.received.get(key)
@@ -215,13 +234,17 @@ def _core(
                 alloc[key] = pos
                 size[key] = nbytes
                 cat[key] = "activations"
-            uses.setdefault(key, []).append((pos, backward))
+            use(key, pos, backward)
     events: list[tuple[int, int, str]] = []  # (position, +/- bytes, category)
     for key, start in alloc.items():
-        spans = _spans(start, uses.get(key, []), recompute and key in made_in_f)
+        nbytes, c = size[key], cat[key]
+        if recompute and key in made_in_f and key in bwd_first:
+            spans = [(start, fwd_last.get(key, start)), (bwd_first[key], bwd_last[key])]
+        else:
+            spans = [(start, last.get(key, start))]
         for a, b in spans:
-            events.append((a, size[key], cat[key]))
-            events.append((b + 1, -size[key], cat[key]))
+            events.append((a, nbytes, c))
+            events.append((b + 1, -nbytes, c))
     events.sort(key=lambda e: (e[0], e[1]))
     live = 0
     by_cat = dict.fromkeys(CATEGORIES, 0)
@@ -254,22 +277,6 @@ def _core(
         peak_actor=peak_actor,
         stage=stage,
     )
-
-
-def _spans(start: int, uses: list[tuple[int, bool]], split: bool) -> list[tuple[int, int]]:
-    """Intervals of positions a buffer is live (two with recompute: forward, backward)."""
-    if not uses:
-        return [(start, start)]
-    last = max(p for p, _ in uses)
-    if not split:
-        return [(start, last)]
-    fwd = [p for p, b in uses if not b]
-    bwd = [p for p, b in uses if b]
-    if not bwd:
-        return [(start, last)]
-    spans = [(start, max(fwd) if fwd else start)]
-    spans.append((min(bwd), max(bwd)))
-    return spans
 
 
 def check_fits(report: MemoryReport) -> None:

@@ -43,15 +43,22 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
-from waferflow.backend_sim.analytic import estimate
+from waferflow.backend_sim.analytic import estimate_step
+from waferflow.backend_sim.config import SimConfig
 from waferflow.errors import PlanError
 from waferflow.ir.dtypes import DType
 from waferflow.ir.graph import Graph, Phase
 from waferflow.ir.opkind import MATMUL_LIKE, OpKind
 from waferflow.ir.target.wafer import Wafer
-from waferflow.parallel.driver import batch_size, build_parallel_plan, clone_graph, parallelize
+from waferflow.parallel.driver import (
+    ParallelState,
+    batch_size,
+    build_state,
+    clone_graph,
+    parallelize,
+)
 from waferflow.parallel.memory import fmt_bytes
 from waferflow.parallel.plan_spec import ParallelPlan
 from waferflow.parallel.span import SpanChoice, choose_span
@@ -111,6 +118,8 @@ class PlanSearch:
     rows: tuple[SearchRow, ...]  # every screened candidate, in screen order
     screened: int
     built: int  # builds attempted (a build that raised has a note and built=False)
+    # the kept plan as built (its graph and state): placement starts from it
+    state: tuple[Graph, ParallelState] | None = field(default=None, repr=False, compare=False)
 
     @property
     def kept(self) -> SearchRow:
@@ -181,6 +190,7 @@ def search_plans(
     rows.sort(key=lambda r: (not r.rough_fits, r.rough_seconds, r.ranks, r.plan))
 
     best: tuple[float, int, str, int, ParallelPlan] | None = None
+    kept: tuple[Graph, ParallelState] | None = None
     good = builds = 0
     for i, row in enumerate(rows):
         if good >= top or builds >= 3 * top:
@@ -188,27 +198,31 @@ def search_plans(
         builds += 1
         if progress is not None:
             progress(f"plan auto: building {row.plan} ({builds} of at most {3 * top})")
+        g = clone_graph(graph)
         try:
-            res = build_parallel_plan(graph, wafer, row.plan, check_memory=False)
+            # not verified here: the plan kept is, by placement (the assembler's output
+            # is checked by the tests; verifying each candidate cost 10% of the search)
+            st = build_state(g, wafer, row.plan, check_memory=False, verify=False)
         except PlanError as e:
             rows[i] = replace(row, note=_shorten(str(e)))
             continue
-        tight = max(res.memory.cores, key=lambda c: (c.overflow, -c.core))
-        done = replace(row, built=True, fits=res.memory.fits, peak_bytes=tight.peak_bytes,
+        assert st.memory is not None and st.actor_plan is not None
+        tight = max(st.memory.cores, key=lambda c: (c.overflow, -c.core))
+        done = replace(row, built=True, fits=st.memory.fits, peak_bytes=tight.peak_bytes,
                        capacity_bytes=tight.capacity_bytes)  # fmt: skip
         if done.fits:
-            assert res.wafer is not None
-            step = estimate(res.plan, res.wafer).step_time
+            step = estimate_step(st.actor_plan, st.wafer, SimConfig(verify=False))
             done = replace(done, step_seconds=step)
             good += 1
-            key = (step, row.ranks, row.plan, i, res.spec)
+            key = (step, row.ranks, row.plan, i, st.plan)
             if best is None or key[:3] < best[:3]:
-                best = key
+                best, kept = key, (g, st)
         rows[i] = done
     if best is None:
         raise PlanError(_refusal(graph, wafer, rows))
     rows[best[3]] = replace(rows[best[3]], kept=True)
-    return PlanSearch(best=best[4], rows=tuple(rows), screened=len(rows), built=builds)
+    return PlanSearch(best=best[4], rows=tuple(rows), screened=len(rows), built=builds,
+                      state=kept)  # fmt: skip
 
 
 def is_auto(plan: str | None) -> bool:

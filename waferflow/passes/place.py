@@ -51,10 +51,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
+from waferflow.backend_sim import Run
 from waferflow.errors import PassError, PlanError
 from waferflow.ir.dtypes import DType
 from waferflow.ir.graph import Graph
-from waferflow.ir.plan import Plan
+from waferflow.ir.plan import Plan, verify_plan
 from waferflow.ir.target.wafer import Topology, Wafer
 from waferflow.mapper import bridge
 from waferflow.mapper.placement import (
@@ -70,6 +71,7 @@ from waferflow.mapper.placement import (
     work_strips,
 )
 from waferflow.parallel.annotate import annotate_layout
+from waferflow.parallel.build import Program, retarget
 from waferflow.parallel.driver import (
     ParallelResult,
     ParallelState,
@@ -94,11 +96,13 @@ from waferflow.passes.place_result import (
     PlacedResult,
     PlaceOptions,
     format_result,
+    keeps_routes,
     step_time,
 )
 from waferflow.passes.registry import register_pass
+from waferflow.perf import gc_paused
 
-_FLOORPLAN_SHARE = 0.5  # of the time limit; the rank refinement gets the rest
+_FLOORPLAN_SHARE = 0.5  # at most, of the time limit; the rank refinement gets the rest
 
 
 def _dominant_dtype(plan: Plan) -> DType:
@@ -144,6 +148,7 @@ class _Built:
     meta: Any
     records: list[Any]
     memory: MemoryReport
+    run: Run | None = None  # its simulation, when it was simulated
 
 
 class _Parallel:
@@ -172,12 +177,28 @@ class _Parallel:
         self.starts: list[tuple[float, int, tuple[int, ...]]] = []  # (rank cost, index, cores)
         self.notes: list[str] = []
         self.seen: dict[tuple[tuple[int, ...], ...], int] = {}  # layout -> first candidate
+        # the program is scheduled once (or taken as the state brings it, from the plan
+        # search) and retargeted to every other layout
+        self.program: Program | None = state.program
+        self.ready: _Built | None = None
+        s = state
+        lowered = s.layout is not None and s.actor_plan is not None and s.meta is not None
+        if s.program is not None and lowered and s.memory is not None:
+            self.ready = _Built(s.layout, s.program, s.actor_plan, s.meta, list(s.records),
+                                s.memory)  # fmt: skip
 
     def build(self, layout: Layout) -> _Built:
-        schedule(self.g, self.state, layout)
-        plan = lower(self.state)
-        mem = memory(self.state, check=False)
         s = self.state
+        if self.ready is not None and self.ready.layout.cores == layout.cores:
+            built, self.ready = self.ready, None
+            return replace(built, layout=layout)
+        if self.program is None:
+            self.program = schedule(self.g, s, layout)
+        else:
+            layout.check(self.wafer, self.pp, self.ranks, widths=s.stages.widths)
+            s.layout, s.program = layout, retarget(self.program, layout)
+        plan = lower(s, verify=False)  # the kept plan is verified once, at the end
+        mem = memory(s, check=False)
         return _Built(layout, s.program, plan, s.meta, list(s.records), mem)
 
     def offer(self, method: str, layout: Layout, note: str = "") -> None:
@@ -195,7 +216,7 @@ class _Parallel:
         flat = bridge.flat_cores(layout.cores)
         rank_cost = bridge.layout_cost(self.flows, flat, cols)
         traffic = bridge.plan_traffic(built.plan, self.wafer)
-        step, how = step_time(built.plan, self.wafer, self.opts.evaluate)
+        step, how, built.run = step_time(built.plan, self.wafer, self.opts.evaluate)
         fits = built.memory.fits
         weak = sum(1 for c in flat if not self.usable[c // cols, c % cols])
         if weak:
@@ -317,7 +338,14 @@ def place_parallel(
 def place_state(graph: Graph, state: ParallelState, options: PlaceOptions) -> PlacedResult:
     """``place_parallel`` on a state after ``parallelize`` and ``insert-collectives``
     (the ``place`` pass); writes the kept layout onto the graph's regions and leaves
-    it, its program, plan and memory in ``state``."""
+    it, its program, plan and memory in ``state``. A state that already holds a program
+    (lowered, with its memory: the plan search's build) is not scheduled again: its
+    layout is the first candidate's."""
+    with gc_paused():
+        return _place_state(graph, state, options)
+
+
+def _place_state(graph: Graph, state: ParallelState, options: PlaceOptions) -> PlacedResult:
     t0 = time.perf_counter()
     wafer = state.wafer
     crossbar = wafer.topology is Topology.CROSSBAR
@@ -353,7 +381,9 @@ def place_state(graph: Graph, state: ParallelState, options: PlaceOptions) -> Pl
     state.layout, state.program, state.actor_plan = built.layout, built.program, built.plan
     state.meta, state.records, state.memory = built.meta, built.records, built.memory
     plan = built.plan
+    verify_plan(plan, wafer)
     routes = None
+    kept_run = built.run if keeps_routes(options.route) else None
     if options.route != "none":
         from waferflow.passes.route import route_plan
 
@@ -409,6 +439,7 @@ def place_state(graph: Graph, state: ParallelState, options: PlaceOptions) -> Pl
         parallel=_parallel_result(graph, state, plan, built),
         routes=routes,
         wall_time=time.perf_counter() - t0,
+        run=kept_run,
     )
 
 
@@ -434,7 +465,10 @@ def _refine(run: _Parallel, options: PlaceOptions) -> None:
         run.notes.append(f"cp-sat rank refinement: not posed: {e}")
         return
     _, idx, start = min(run.starts)
-    share = 1.0 - _FLOORPLAN_SHARE if run.reports else 1.0
+    # the placement's time limit bounds all its solvers: the refinement gets what the
+    # floorplans left (they take at most _FLOORPLAN_SHARE)
+    used = sum(rep.deterministic_time for _, rep in run.reports)
+    share = max(0.05 * options.time_limit, options.time_limit - used) / options.time_limit
     cores, rep = bridge.refine_ranks(
         problem, start, options.solve_options(share, export=not run.reports)
     )
