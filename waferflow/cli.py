@@ -424,8 +424,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", required=True, help="output file, .png or .svg")
     p.set_defaults(func=cmd_viz)
     from waferflow.cli_amcoda import add_amcoda_commands
+    from waferflow.cli_sweep import add_sweep_command
 
     add_amcoda_commands(sub)
+    add_sweep_command(sub)
     return parser
 
 
