@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from waferflow.errors import WaferflowError
-from waferflow.sweep.spec import Job, override_columns, wafer_of
+from waferflow.sweep.spec import NONE_PLAN, Job, override_columns, wafer_of
 
 INPUT_COLUMNS = ("key", "index", "model", "mode", "batch", "seq", "dtype", "optimizer",
                  "wafer")  # fmt: skip
@@ -57,6 +57,8 @@ def input_columns(job: Job, key: str) -> dict[str, Any]:
         row.update(dict(job.override))
     for name in INPUT_TAIL:
         row[name] = getattr(job, name)
+    if job.plan is None:
+        row["plan"] = NONE_PLAN
     return row
 
 

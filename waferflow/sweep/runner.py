@@ -1,6 +1,6 @@
 """Run a sweep's jobs: local worker processes (default) or Ray tasks; resume; outputs.
 
-Local: a ``ProcessPoolExecutor`` of ``jobs`` spawned processes, no server. A worker
+Local: a ``ProcessPoolExecutor`` of ``jobs`` processes, no server. A worker
 that dies (killed, out of memory) breaks the pool; the jobs it held are then rerun one
 at a time, each alone in a fresh worker, so that only the job that kills its worker
 is recorded as failed. Ray: the same ``run_job`` as Ray tasks, on a local Ray
@@ -139,8 +139,23 @@ def _crashed(job: Job, key: str, ver: str, why: str) -> dict[str, Any]:
     return row
 
 
+# Imported once by the fork server, before it forks each worker: a worker (and a pool
+# made again after a worker died) starts without importing torch again.
+PRELOAD = ["waferflow.sweep.job", "waferflow.api", "waferflow.frontend"]
+
+
+def _context() -> multiprocessing.context.BaseContext:
+    """Workers fork from a clean server process (never from this one, which may hold
+    threads: Ray's, tqdm's); spawned where there is no fork server (Windows)."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(PRELOAD)
+    return ctx
+
+
 def _run_local(pending: list[Job], keys: dict[int, str], ver: str, jobs: int, done: Done) -> None:
-    ctx = multiprocessing.get_context("spawn")  # no fork of a process holding threads
+    ctx = _context()
     queue: list[Job] = list(pending)
     suspects: list[Job] = []  # held by a worker that died: rerun one at a time, alone
     while queue or suspects:

@@ -300,7 +300,7 @@ def _read(doc: dict[str, Any], file: Path, output: str | Path | None) -> Sweep:
         raise ConfigError("points must be an array of tables ([[points]])")
     base_dir = file.parent
     # each override value alone on its base wafer, so that an error names the value
-    first = base.get("wafer") or (grid.get("wafer") or [None])[0]
+    first = (grid.get("wafer") or [base.get("wafer")])[0]
     for where, over in (("job", base_over), ("grid", grid_over)):
         for path, value in over.items():
             for i, v in enumerate(value if where == "grid" else [value]):
