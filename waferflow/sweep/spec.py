@@ -299,13 +299,15 @@ def _read(doc: dict[str, Any], file: Path, output: str | Path | None) -> Sweep:
     if not isinstance(points, list) or not all(isinstance(p, dict) for p in points):
         raise ConfigError("points must be an array of tables ([[points]])")
     base_dir = file.parent
-    # each override value alone on its base wafer, so that an error names the value
+    # each grid value with the fixed overrides and the other axes' first values, so that
+    # an error names the value; [job] overrides together (toml_io names the field)
     first = (grid.get("wafer") or [base.get("wafer")])[0]
-    for where, over in (("job", base_over), ("grid", grid_over)):
-        for path, value in over.items():
-            for i, v in enumerate(value if where == "grid" else [value]):
-                _check_override(first, path, v, base_dir,
-                                f"{where}.{OVERRIDE}.{path}" + (f"[{i}]" if where == "grid" else ""))  # fmt: skip
+    _check_override(first, base_over, base_dir, f"job.{OVERRIDE}")
+    context = {**base_over, **{p: vals[0] for p, vals in grid_over.items()}}
+    for path, vals in grid_over.items():
+        for i, v in enumerate(vals):
+            _check_override(first, {**context, path: v}, base_dir,
+                            f"grid.{OVERRIDE}.{path}[{i}] = {v!r}")  # fmt: skip
     combos: list[tuple[dict[str, Any], dict[str, Any]]] = []
     if grid or grid_over or not points:
         axes = [(k, v) for k, v in grid.items()] + [(f"{OVERRIDE}.{p}", v) for p, v in grid_over.items()]  # fmt: skip
@@ -316,9 +318,8 @@ def _read(doc: dict[str, Any], file: Path, output: str | Path | None) -> Sweep:
             combos.append(({**base, **fixed}, {**base_over, **over}))
     for i, point in enumerate(points):
         fixed, over = _fields(point, f"points[{i}]", axes=False)
-        for path, v in over.items():
-            _check_override(fixed.get("wafer", base.get("wafer")), path, v, base_dir,
-                            f"points[{i}].{OVERRIDE}.{path}")  # fmt: skip
+        _check_override(fixed.get("wafer", base.get("wafer")), {**base_over, **over}, base_dir,
+                        f"points[{i}].{OVERRIDE}")  # fmt: skip
         combos.append(({**base, **fixed}, {**base_over, **over}))
     jobs = tuple(_job(i, values, over, base_dir) for i, (values, over) in enumerate(combos))
     _check_models(jobs)
@@ -326,11 +327,13 @@ def _read(doc: dict[str, Any], file: Path, output: str | Path | None) -> Sweep:
     return Sweep(name, file, Path(out), jobs, paths, _varied(jobs, paths))
 
 
-def _check_override(wafer: str | None, path: str, value: Any, base_dir: Path, where: str) -> None:
+def _check_override(wafer: str | None, over: dict[str, Any], base_dir: Path, where: str) -> None:
+    if not over or wafer is None:  # no wafer: the job says so
+        return
     try:
-        build_wafer(wafer or "mesh4x4", ((path, value),), base_dir)
+        build_wafer(wafer, tuple(over.items()), base_dir)
     except WaferflowError as e:
-        raise ConfigError(f"{where} = {value!r}: {_strip_origin(str(e))}") from None
+        raise ConfigError(f"{where}: {_strip_origin(str(e))}") from None
 
 
 def _strip_origin(message: str) -> str:
