@@ -121,6 +121,7 @@ class PlanSearch:
     uniform: UniformBaseline | None = None
     simulated_seconds: float | None = None
     uniform_kept: bool = False  # the best uniform plan was faster, and is kept
+    searched_seconds: float | None = None  # the search's own plan, simulated (held only)
 
     @property
     def vs_uniform(self) -> float | None:
@@ -193,26 +194,41 @@ def search_plans(
         return _search(graph, wafer, top=top, max_ranks=max_ranks, progress=progress)
     from waferflow.parallel.uniform import uniform_baseline
 
-    found: PlanSearch | None = None
     try:
-        found = _search(graph, wafer, top=top, max_ranks=max_ranks, progress=progress)
+        found: PlanSearch | None = _search(graph, wafer, top=top, max_ranks=max_ranks,
+                                           progress=progress)  # fmt: skip
     except PlanError as refusal:
         base = uniform_baseline(graph, wafer, max_ranks=max_ranks, progress=progress)
         if base.best is None:  # neither fits: the search's refusal says why
             raise refusal from None
-        return _keep_uniform(graph, wafer, base, None)
-    base = uniform_baseline(graph, wafer, max_ranks=max_ranks, progress=progress)
+        found = None
+    else:
+        base = uniform_baseline(graph, wafer, max_ranks=max_ranks, progress=progress)
+    return hold_against_uniform(graph, wafer, found, base)
+
+
+def hold_against_uniform(
+    graph: Graph, wafer: Wafer, found: PlanSearch | None, base: UniformBaseline
+) -> PlanSearch:
+    """``found`` (a search's result; None when it fitted nothing) held against the
+    uniform plans ``base``: the searched plan is simulated on the default layout and
+    kept when it is at least as fast as the best uniform plan, else that is kept."""
+    if found is None:
+        return _keep_uniform(graph, wafer, base, None, None)
     res = build_parallel_plan(graph, wafer, found.best, check_memory=False)
     assert res.wafer is not None
     own = simulate(res.plan, res.wafer).step_time
-    found = replace(found, uniform=base, simulated_seconds=own)
+    found = replace(found, uniform=base, simulated_seconds=own, searched_seconds=own)
     best = base.best_seconds
-    return found if best is None or own <= best else _keep_uniform(graph, wafer, base, found)
+    if best is None or own <= best:
+        return found
+    return _keep_uniform(graph, wafer, base, found, own)
 
 
 def _keep_uniform(
-    graph: Graph, wafer: Wafer, base: UniformBaseline, found: PlanSearch | None
-) -> PlanSearch:
+    graph: Graph, wafer: Wafer, base: UniformBaseline, found: PlanSearch | None,
+    own: float | None,
+) -> PlanSearch:  # fmt: skip
     """The best uniform plan, kept because it simulates faster than the search's plan
     (which stays in the table, unkept) or because no searched plan fits."""
     assert base.best is not None and base.best_seconds is not None
@@ -229,7 +245,7 @@ def _keep_uniform(
     return PlanSearch(
         best=base.best, rows=(*rows, row), screened=len(rows) + 1,
         built=(0 if found is None else found.built) + 1, uniform=base,
-        simulated_seconds=base.best_seconds, uniform_kept=True,
+        simulated_seconds=base.best_seconds, uniform_kept=True, searched_seconds=own,
     )  # fmt: skip
 
 
@@ -471,5 +487,5 @@ def _refusal(graph: Graph, wafer: Wafer, rows: list[SearchRow]) -> str:
     )
 
 
-__all__ = ["ModelFigures", "PlanSearch", "SearchRow", "candidates", "is_auto", "model_figures",
-           "resolve_plan", "rough_row", "search_plans"]  # fmt: skip
+__all__ = ["ModelFigures", "PlanSearch", "SearchRow", "candidates", "hold_against_uniform",
+           "is_auto", "model_figures", "resolve_plan", "rough_row", "search_plans"]  # fmt: skip

@@ -39,6 +39,7 @@ OUTPUT_COLUMNS = (
     "uniform_plans_tried",
     "uniform_plans_fit",
     "auto_vs_uniform",  # step_time_s / uniform_best_step_s (plan auto; <= 1)
+    "search_step_s",  # plan auto: the search's own plan, simulated on the default layout
     "auto_kept",  # search | uniform: which side the kept plan came from
     "compile_s",
     "simulate_s",
@@ -137,6 +138,7 @@ def _run(job: Job) -> dict[str, Any]:
             uniform_plans_fit=fit,
             auto_vs_uniform=None if not best else report.step_time / best,
             auto_kept="uniform" if search.uniform_kept else "search",
+            search_step_s=search.searched_seconds,
         )
     return out
 
