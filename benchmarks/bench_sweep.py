@@ -53,6 +53,7 @@ seq = 32
 wafer = "mesh16x16"
 override.dies.rows = 4
 override.dies.cols = 4
+override.dies.link.latency = "5 ns"
 place = "none"
 
 [grid]

@@ -15,6 +15,7 @@ interrupted: rerunning the sweep recomputes only the jobs that have no row.
 from __future__ import annotations
 
 import multiprocessing
+import os
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -206,6 +207,7 @@ def import_ray() -> Any:
 def _run_ray(pending: list[Job], keys: dict[int, str], ver: str, jobs: int,
              address: str | None, done: Done) -> None:  # fmt: skip
     ray = import_ray()
+    address = address or os.environ.get("RAY_ADDRESS") or None  # as ray.init would
     started = False
     if not ray.is_initialized():
         try:
