@@ -120,3 +120,22 @@ def test_malformed_toml_and_missing_file(tmp_path: Path) -> None:
         load_sweep(bad)
     with pytest.raises(ConfigError, match="no such sweep file"):
         load_sweep(tmp_path / "none.toml")
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+@pytest.mark.parametrize(("name", "jobs"), [("sweep_d2d", 12), ("sweep_faults", 22)])
+def test_shipped_sweeps_read(name: str, jobs: int) -> None:
+    s = load_sweep(EXAMPLES / f"{name}.toml")
+    assert len(s.jobs) == jobs and s.output == Path(f"{name}.sweep")
+    assert any(j.plan == "auto" for j in s.jobs)
+
+
+def test_job_overrides_are_checked_with_the_grid_ones(write_sweep) -> None:
+    # a die-to-die latency alone is incomplete: its bandwidth comes from the grid
+    ok = "[job.override]\ndies.rows = 2\ndies.link.latency = '5 ns'\n"
+    grid = '[grid]\noverride.dies.link.bandwidth = ["10 GB/s", "20 GB/s"]'
+    assert len(load_sweep(write_sweep(ok + grid)).jobs) == 2
+    with pytest.raises(ConfigError, match=r"job\.override: missing dies\.link\.bandwidth"):
+        load_sweep(write_sweep(ok))

@@ -13,7 +13,9 @@ Traffic inside a block is not modelled, as inside any coarse node.
 ``span=auto`` takes the largest ``s`` whose view still has ``HEADROOM`` times as many
 strong nodes (at least ``STRONG`` of a full node's cores: ragged edges and mostly dead
 blocks do not count) as the plan has ranks, so that a floorplan has room to shape
-each stage's rectangle; ``s = 1`` when even the given view is that tight.
+each stage's rectangle; ``s = 1`` when even the given view is that tight. Blocks never
+straddle a die boundary whose links differ from on-die links (``coarsen`` refuses such
+a view), so on such a wafer ``s`` divides the die's sides.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from waferflow.errors import PlanError
+from waferflow.errors import ConfigError, PlanError
 from waferflow.ir.target.parts import Topology
 from waferflow.ir.target.wafer import CAPACITY_TIERS, Wafer
 from waferflow.parallel.plan_spec import SPAN_AUTO, ParallelPlan
@@ -71,7 +73,11 @@ def choose_span(wafer: Wafer, plan: ParallelPlan) -> SpanChoice:
     need = math.ceil(HEADROOM * ranks)
     s = math.isqrt(max(1, strong_nodes(wafer) // max(1, need))) + 1  # ragged edges: try one up
     while s > 1:
-        view = wafer.coarsen(s)
+        try:
+            view = wafer.coarsen(s)
+        except ConfigError:  # blocks of s would cut dies whose links differ: try smaller
+            s -= 1
+            continue
         if strong_nodes(view) >= need:
             return SpanChoice(s, view, wafer, auto=True)
         s -= 1

@@ -302,8 +302,9 @@ def _read(doc: dict[str, Any], file: Path, output: str | Path | None) -> Sweep:
     # each grid value with the fixed overrides and the other axes' first values, so that
     # an error names the value; [job] overrides together (toml_io names the field)
     first = (grid.get("wafer") or [base.get("wafer")])[0]
-    _check_override(first, base_over, base_dir, f"job.{OVERRIDE}")
     context = {**base_over, **{p: vals[0] for p, vals in grid_over.items()}}
+    with_grid = f" with each grid.{OVERRIDE}'s first value" if grid_over else ""
+    _check_override(first, context, base_dir, f"job.{OVERRIDE}{with_grid}")
     for path, vals in grid_over.items():
         for i, v in enumerate(vals):
             _check_override(first, {**context, path: v}, base_dir,
