@@ -185,8 +185,10 @@ def _run_local(pending: list[Job], keys: dict[int, str], ver: str, jobs: int, do
                             suspects.append(job)
                         continue
                     done(job, row)
-        finally:
+        except BaseException:  # interrupted: leave running jobs, start no more
             pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown(wait=True)
         suspects.sort(key=lambda j: j.index)
 
 
