@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -30,6 +32,7 @@ from waferflow.sweep.spec import Job, Sweep
 from waferflow.sweep.store import CSV, PARQUET, Journal, csv_text, parquet_bytes, write_atomic
 
 RAY_INSTALL = "pip install 'waferflow[distributed]'"
+WATCH_SECONDS = 1.0  # how often a local worker checks that the sweep still runs
 Done = Callable[[Job, dict[str, Any]], None]
 
 
@@ -155,6 +158,23 @@ def _context() -> multiprocessing.context.BaseContext:
     return ctx
 
 
+def _watch_driver(pid: int) -> None:
+    """In each worker: exit when the sweep's process is gone (killed with SIGKILL, it
+    cannot tell its workers), rather than linger holding a model's memory."""
+
+    def watch() -> None:
+        while True:
+            time.sleep(WATCH_SECONDS)
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                os._exit(1)
+            except PermissionError:  # alive, someone else's: cannot happen for our parent
+                pass
+
+    threading.Thread(target=watch, name="waferflow-sweep-watch", daemon=True).start()
+
+
 def _run_local(pending: list[Job], keys: dict[int, str], ver: str, jobs: int, done: Done) -> None:
     ctx = _context()
     queue: list[Job] = list(pending)
@@ -165,7 +185,8 @@ def _run_local(pending: list[Job], keys: dict[int, str], ver: str, jobs: int, do
         else:
             batch, alone = [suspects.pop(0)], True
         pool = ProcessPoolExecutor(max_workers=1 if alone else min(jobs, len(batch)),
-                                   mp_context=ctx)  # fmt: skip
+                                   mp_context=ctx, initializer=_watch_driver,
+                                   initargs=(os.getpid(),))  # fmt: skip
         try:
             futures: dict[Future[dict[str, Any]], Job] = {
                 pool.submit(run_job, j, keys[j.index], ver): j for j in batch
