@@ -31,15 +31,14 @@ import os
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
-from waferflow.frontend import load_model, trace
-from waferflow.ir.graph import Graph
+from bench_search import CASES, Case  # this folder is on sys.path when run
+from bench_search import _trace as trace_case
+
 from waferflow.ir.target import get_wafer
 from waferflow.parallel.search import hold_against_uniform, search_plans
 from waferflow.parallel.uniform import uniform_baseline
-from waferflow.passes import DEFAULT_PIPELINE, PassContext, PassManager
 from waferflow.sweep import load_sweep, run_sweep
 from waferflow.sweep.job import TIMING_COLUMNS
 
@@ -63,21 +62,9 @@ plan = ["dp=2,tp=2,pp=2,microbatches=2", "dp=4", "tp=2,pp=2,microbatches=2"]
 """
 
 
-@dataclass(frozen=True)
-class Case:
-    key: str
-    model: str
-    mode: str
-    batch: int
-    seq: int
-    dtype: str | None
-    wafer: str
-
-
-CASES = (
-    Case("gpt2", "hf:gpt2", "train", 8, 256, None, "wse2@16x"),
-    Case("llama", "hf:llama-7b", "infer", 2, 256, "bf16", "wse2@16x"),
-)
+def _key(case: Case) -> str:
+    """``gpt2`` / ``llama``: the ``--case`` name of one of bench_search's cases."""
+    return case.model.removeprefix("hf:").split("-")[0]
 
 
 def _load() -> str:
@@ -132,16 +119,10 @@ def _timed(label: str, spec: Path, out: Path, kwargs: dict) -> tuple[str, float,
     return label, wall, busy, out
 
 
-def _trace(case: Case) -> Graph:
-    b = load_model(case.model, batch=case.batch, seq=case.seq, dtype=case.dtype)
-    g = trace(b.module, b.example_inputs, mode=case.mode, loss_fn=b.loss_fn, name=b.name)
-    return PassManager(DEFAULT_PIPELINE).run(g, PassContext(wafer=get_wafer(case.wafer)))
-
-
 def auto_vs_uniform(case: Case) -> None:
     wafer = get_wafer(case.wafer)
     c0 = time.process_time()
-    g = _trace(case)
+    g, _ = trace_case(case)  # traced and optimised, as compile() does
     c1 = time.process_time()
     own = search_plans(g, wafer)
     c2 = time.process_time()
@@ -187,13 +168,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="the throughput part only")
     ap.add_argument("--auto-only", action="store_true", help="the plan auto part only")
-    ap.add_argument("--case", choices=[c.key for c in CASES], help="one plan auto case")
+    ap.add_argument("--case", choices=[_key(c) for c in CASES], help="one plan auto case")
     args = ap.parse_args(argv)
     if not args.auto_only:
         throughput()
     if not args.quick:
         for case in CASES:
-            if args.case in (None, case.key):
+            if args.case in (None, _key(case)):
                 auto_vs_uniform(case)
     return 0
 
