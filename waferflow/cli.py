@@ -48,16 +48,41 @@ def _trace_model(args: argparse.Namespace):  # -> Graph
 
 
 def _read_graph(path: str):  # -> Graph
+    """IR text or JSON from a file (by its extension) or, for ``-``, from stdin (JSON
+    when it starts with ``{``)."""
     from waferflow.ir.parser import parse_graph
     from waferflow.ir.serialize import loads_graph
 
+    if path == "-":
+        text = sys.stdin.read()
+        if text.lstrip().startswith("{"):
+            return loads_graph(text, source="<stdin>")
+        return parse_graph(text, source="<stdin>")
     file = Path(path)
     if not file.is_file():
         raise WaferflowError(f"{path}: no such IR file (write one with `waferflow trace`)")
     text = file.read_text(encoding="utf-8")
     if file.suffix == ".json":
-        return loads_graph(text)
+        return loads_graph(text, source=path)
     return parse_graph(text, source=path)
+
+
+def _write_atomic(path: str, text: str) -> None:
+    """Write through a temporary file in the same folder and a rename: a reader never
+    sees half a file, and an interrupted run leaves the old one."""
+    import os
+    import tempfile
+
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def _write_text(path: str, text: str) -> None:
@@ -87,25 +112,52 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
 
 def cmd_opt(args: argparse.Namespace) -> int:
+    """Like mlir-opt: the final IR to stdout (or -o, in the format its extension names),
+    dumps, diagnostics and timing to stderr; the input and output verified."""
     from waferflow.ir.printer import print_graph
+    from waferflow.ir.serialize import dumps_graph
     from waferflow.passes import PassContext, PassManager, parse_pipeline
 
-    graph = _read_graph(args.input)
-    passes = parse_pipeline(args.pipeline)
+    passes = parse_pipeline(args.pipeline)  # a bad pipeline fails before any input is read
+    wafer = None
+    if args.wafer:
+        from waferflow.api import resolve_wafer
+
+        wafer = resolve_wafer(args.wafer, args.coarsen)
+    elif args.coarsen != 1:
+        raise WaferflowError("--coarsen needs --wafer (the wafer to coarsen)")
+    needy = [p.name for p in passes if p.needs_wafer]
+    if needy and wafer is None:
+        raise WaferflowError(
+            f"pass(es) {', '.join(dict.fromkeys(needy))} need a target wafer: give --wafer "
+            "<preset or TOML> (see `waferflow wafers`)"
+        )
     pm = PassManager(
         passes,
-        verify_each=args.verify_each,
+        verify=not args.no_verify,
+        verify_each=args.verify_each and not args.no_verify,
         print_ir_after_all=args.print_ir_after_all,
         print_ir_after=frozenset(args.print_ir_after or ()),
+        print_ir_before_all=args.print_ir_before_all,
+        print_ir_before=frozenset(args.print_ir_before or ()),
+        print_ir_after_change=args.print_ir_after_change,
+        print_ir_after_failure=args.print_ir_after_failure,
         time_passes=args.time_passes,
+        out=sys.stderr,
     )
-    result = pm.run(graph, PassContext())
-    text = print_graph(result)
-    if args.output:
-        _write_text(args.output, text)
-        print(f"wrote {args.output}", file=sys.stderr)
-    elif not (args.print_ir_after_all or args.print_ir_after):
-        sys.stdout.write(text)
+    graph = _read_graph(args.input)
+    ctx = PassContext(wafer=wafer, seed=args.seed)
+    try:
+        result = pm.run(graph, ctx)
+    finally:
+        for diagnostic in ctx.diagnostics:
+            print(diagnostic, file=sys.stderr)
+    if args.output == "-":
+        sys.stdout.write(print_graph(result))
+        return 0
+    text = dumps_graph(result) + "\n" if args.output.endswith(".json") else print_graph(result)
+    _write_atomic(args.output, text)
+    print(f"wrote {args.output}", file=sys.stderr)
     return 0
 
 
@@ -153,10 +205,31 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     compiled = load_plan(args.plan, wafer=args.wafer)
     report = compiled.simulate()
     print(report)
-    if args.trace:
-        report.to_chrome_trace(args.trace, link_tracks=args.link_tracks)
-        print(f"wrote {args.trace} (open in ui.perfetto.dev or chrome://tracing)")
+    for path in _write_report_outputs(args, report):
+        print(f"wrote {path}")
     return 0
+
+
+def _write_report_outputs(args: argparse.Namespace, report) -> list[str]:  # report: Report
+    """The outputs ``compile`` and ``simulate`` share: --trace (with --link-tracks) and
+    --html."""
+    written = []
+    if args.trace:
+        path = report.to_chrome_trace(args.trace, link_tracks=args.link_tracks)
+        written.append(f"{path} (open in ui.perfetto.dev or chrome://tracing)")
+    if args.html:
+        written.append(str(report.to_html(args.html)))
+    return written
+
+
+def _add_report_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--trace", metavar="TRACE.json",
+                   help="write a Perfetto / Chrome trace: actors, waits, message flows, "
+                   "memory and link-load counters")  # fmt: skip
+    p.add_argument("--link-tracks", action="store_true",
+                   help="trace: also one track per used link, with each message on it")  # fmt: skip
+    p.add_argument("--html", metavar="REPORT.html",
+                   help="write an offline HTML report: summary, tables and pictures")  # fmt: skip
 
 
 def cmd_viz(args: argparse.Namespace) -> int:
@@ -198,6 +271,12 @@ def _compile_seed(args: argparse.Namespace, wafer) -> int:  # wafer: Wafer
 
     if args.mode != "train":
         raise WaferflowError("the seed machine runs training steps only: add --mode train")
+    if args.link_tracks or args.html:
+        raise WaferflowError(
+            "--link-tracks and --html report on waferflow's simulator; the seed machine's "
+            "programs are timed by its own model, whose --trace has per-actor ALU, receive "
+            "and send rows and a memory counter"
+        )
     graph = _trace_model(args)
     print(summarize(graph))
     ports = args.mem_ports or (wafer.flow.max_streams if wafer.flow else 4) or 4
@@ -251,6 +330,11 @@ def cmd_compile(args: argparse.Namespace) -> int:
     from waferflow.api import resolve_wafer
     from waferflow.ir.summary import summarize
 
+    if args.print_ir_after:  # checked before tracing, in the option's own spelling
+        from waferflow.passes import DEFAULT_PIPELINE, check_pass_names, parse_pipeline
+
+        pipeline = parse_pipeline(args.passes or DEFAULT_PIPELINE)
+        check_pass_names(args.print_ir_after, pipeline, "--print-ir-after")
     wafer = resolve_wafer(args.wafer, args.coarsen)
     if _is_seed_machine(wafer):
         return _compile_seed(args, wafer)
@@ -294,8 +378,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     written: list[str] = []
     if args.output:
         written.append(str(compiled.save(args.output)))
-    if args.trace:
-        written.append(str(report.to_chrome_trace(args.trace)))
+    written += _write_report_outputs(args, report)
     if args.png:
         written.append(str(compiled.plot_placement(args.png)))
     if args.report:
@@ -326,20 +409,41 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_trace)
 
     p = sub.add_parser("opt", help="run a pass pipeline over an IR file (like mlir-opt)",
-                       description="Run a pass pipeline over an IR file, printing IR between "
-                       "passes on request.")  # fmt: skip
-    p.add_argument("input", metavar="FILE", help="IR text (.wf) or JSON (.json)")
+                       description="Run a pass pipeline over IR (text or JSON), like mlir-opt: "
+                       "the final IR goes to stdout (or -o), IR dumps, diagnostics and timing "
+                       "to stderr; the input and output are verified.")  # fmt: skip
+    p.add_argument("input", metavar="FILE", nargs="?", default="-",
+                   help="IR text (.wf) or JSON (.json); '-' or nothing: stdin")  # fmt: skip
     p.add_argument("-p", "--pipeline", required=True,
                    help="comma-separated passes with options, e.g. "
                    "'canonicalize,dce,fuse-elementwise{max=8}' (see `waferflow passes`)")  # fmt: skip
-    p.add_argument(
-        "--print-ir-after-all", action="store_true", help="print the IR after every pass"
-    )
+    p.add_argument("--wafer", help="target wafer, a preset or TOML (the parallel passes, "
+                   "place and route need one; see `waferflow passes`)")  # fmt: skip
+    p.add_argument("--coarsen", type=int, default=1, metavar="K",
+                   help="work on the wafer's K x K coarse view (default 1)")  # fmt: skip
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed for passes that make random choices (default 0)")  # fmt: skip
+    p.add_argument("-o", "--output", default="-", metavar="FILE",
+                   help="write the final IR here: .json as JSON, else text ('-', the "
+                   "default: stdout)")  # fmt: skip
+    p.add_argument("--print-ir-before-all", action="store_true",
+                   help="print the IR before every pass (to stderr)")  # fmt: skip
+    p.add_argument("--print-ir-before", action="append", metavar="PASS",
+                   help="print the IR before this pass (repeatable)")  # fmt: skip
+    p.add_argument("--print-ir-after-all", action="store_true",
+                   help="print the IR after every pass (to stderr)")  # fmt: skip
     p.add_argument("--print-ir-after", action="append", metavar="PASS",
                    help="print the IR after this pass (repeatable)")  # fmt: skip
-    p.add_argument("--time-passes", action="store_true", help="print a timing table of the passes")
-    p.add_argument("--verify-each", action="store_true", help="run the verifier after every pass")
-    p.add_argument("-o", "--output", help="write the final IR here instead of stdout")
+    p.add_argument("--print-ir-after-change", action="store_true",
+                   help="with the --print-ir-after options: only when the pass changed it")  # fmt: skip
+    p.add_argument("--print-ir-after-failure", action="store_true",
+                   help="print the IR a failing pass left (or the verifier rejected)")  # fmt: skip
+    p.add_argument("--time-passes", action="store_true",
+                   help="print a timing table of the passes (to stderr)")  # fmt: skip
+    p.add_argument("--verify-each", action="store_true",
+                   help="also run the verifier after every pass")  # fmt: skip
+    p.add_argument("--no-verify", action="store_true",
+                   help="do not verify the input and the output")  # fmt: skip
     p.set_defaults(func=cmd_opt)
 
     p = sub.add_parser("passes", help="list the registered passes and their options")
@@ -358,8 +462,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("simulate", help="simulate a saved plan and print the summary")
     p.add_argument("plan", metavar="PLAN.json")
     p.add_argument("--wafer", help="wafer preset or TOML (default: the one named in the plan)")
-    p.add_argument("--trace", metavar="TRACE.json", help="write a Chrome / Perfetto trace")
-    p.add_argument("--link-tracks", action="store_true", help="add one track per busy link")
+    _add_report_args(p)
     p.set_defaults(func=cmd_simulate)
 
     p = sub.add_parser("compile", help="trace, optimise, place, simulate: the whole path",
@@ -378,7 +481,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(searched: a closed-form screen, then the best few built and estimated)",
     )
     p.add_argument("-o", "--output", metavar="PLAN.json", help="save the plan (with its wafer)")
-    p.add_argument("--trace", metavar="TRACE.json", help="write a Chrome / Perfetto trace")
+    _add_report_args(p)
     p.add_argument("--png", metavar="PLACEMENT.png", help="draw the placement map (.png or .svg)")
     p.add_argument("--report", metavar="REPORT.md", help="write the report as Markdown")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress messages")

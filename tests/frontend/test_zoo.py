@@ -51,7 +51,7 @@ def test_tiny_models_trace_in_both_modes(spec: str) -> None:
 
 def test_default_sizes_and_overrides() -> None:
     (ids,) = load_model("hf:gpt2-tiny").example_inputs
-    assert ids.shape == (2, 32) and ids.dtype == torch.long
+    assert ids.shape == (8, 32) and ids.dtype == torch.long
     (ids,) = load_model("hf:gpt2-tiny", batch=3, seq=16).example_inputs
     assert ids.shape == (3, 16)
     (x,) = load_model("cnn:amcoda").example_inputs

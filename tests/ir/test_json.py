@@ -118,7 +118,7 @@ def _edit(path: list[Any], value: Any, delete: bool = False) -> dict[str, Any]:
     ("doc", "path", "needle"),
     [
         (_edit(["format"], "onnx"), "$.format", "unknown format 'onnx'"),
-        (_edit(["version"], 2), "$.version", "reads version 1"),
+        (_edit(["version"], 3), "$.version", "reads versions 1, 2"),
         (_edit(["version"], True), "$.version", "unsupported version"),
         (_edit(["outputs"], None, delete=True), "$", "missing field 'outputs'"),
         (_edit(["extra"], 1), "$.extra", "unknown field"),

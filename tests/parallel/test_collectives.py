@@ -112,9 +112,10 @@ def test_auto_picks_the_cheapest_and_unsupported_falls_back() -> None:
 @pytest.mark.parametrize("algo", ["ring", "direct", "biring"])
 def test_data_parallel_gradients_move_the_expected_bytes(algo: str) -> None:
     """Two replicas, two weight gradients of 4 KiB each, one all-reduce per layer:
-    every algorithm moves 2 (n - 1) / n x S per rank, i.e. 2 x 4 KiB per gradient here."""
+    every algorithm moves 2 (n - 1) / n x S per rank, i.e. 2 x 4 KiB per gradient here;
+    and the returned loss (a 4-byte partial sum per replica) is all-reduced too."""
     g = mlp(batch=8, d=16, h=64)
     r = build_parallel_plan(g, fast_wafer(2), f"dp=2,algo={algo}")
-    assert r.plan.total_message_bytes == 2 * (4096 + 4096)
+    assert r.plan.total_message_bytes == 2 * (4096 + 4096) + 2 * 4
     kinds = {(c.kind, c.axis, c.algorithm) for c in r.collectives}
     assert kinds == {("all_reduce", "dp", algo)}

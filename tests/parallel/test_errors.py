@@ -63,5 +63,5 @@ def test_pass_options_are_checked() -> None:
         PassManager("lower-collectives{algo=spiral}")
     with pytest.raises(PassError, match="needs a target wafer"):
         PassManager("parallelize{dp=2}").run(mlp(), PassContext())
-    with pytest.raises(PassError, match="no analysis result 'parallelize'"):
+    with pytest.raises(PassError, match="is not parallelised: run parallelize first"):
         PassManager("schedule").run(mlp(), PassContext(wafer=fast_wafer(2)))

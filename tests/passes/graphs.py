@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from waferflow.ir import Attrs, Cost, DType, Graph, OpKind, Phase, Provenance, TensorType, Value
 from waferflow.ir.graph import AttrValue
 
@@ -221,3 +223,25 @@ def costs() -> Graph:
     pre = b.op(K.RELU, x, name="pre", cost=Cost(1, 2, 3))
     fused = b.op(K.FUSED, x, name="fused", ops=("mul", "add", "tanh"))
     return b.done(mm, bmm, addmm, conv, ew, red, norm, cat, pre, fused)
+
+
+def scaled_scores() -> Graph:
+    """Attention-style scores: a scale by 1/sqrt(d) (a scalar ``other``), a mask fill
+    and an exp; fused, each member keeps its attributes."""
+    b = Builder("scaled")
+    q = b.src(K.INPUT, "q", f32(4, 4))
+    m = b.op(K.MUL, q, name="s", module="attn", other=0.125)
+    w = b.op(K.WHERE, m, name="masked", module="attn", value=-1e9)
+    e = b.op(K.EXP, w, name="e", module="attn")
+    return b.done(e)
+
+
+INPUTS = Path(__file__).parent / "inputs"
+
+
+def mlp_step() -> Graph:
+    """A traced two-layer MLP training step (``inputs/mlp_step.wf``), as text."""
+    from waferflow.ir.parser import parse_graph
+
+    path = INPUTS / "mlp_step.wf"
+    return parse_graph(path.read_text(encoding="utf-8"), source=str(path))

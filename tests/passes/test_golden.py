@@ -1,4 +1,8 @@
-"""Golden IR for each pass: build a graph, run a pipeline, compare the printed IR."""
+"""Golden IR for each pass: build a graph, run a pipeline, compare the printed IR.
+
+The parallel passes start from a traced MLP step (``inputs/mlp_step.wf``) taken to
+the pass before them on the ``mesh4x4`` wafer, so that each golden file shows one
+pass's input and output."""
 
 from __future__ import annotations
 
@@ -8,10 +12,25 @@ import pytest
 
 from waferflow.ir import Graph, print_graph
 from waferflow.ir.parser import parse_graph
+from waferflow.ir.target import get_wafer
 from waferflow.passes import DEFAULT_PIPELINE, PassContext, PassManager
 
 from . import graphs
 from .golden import GOLDEN_DIR, check_golden, golden_text, strip_comments
+
+WAFER = get_wafer("mesh4x4")
+TP2 = "parallelize{tp=2,span=1}"
+DP_PP_MB = "parallelize{dp=2,pp=2,microbatches=2,span=1}"
+
+
+def after(pipeline: str) -> Callable[[], Graph]:
+    """The MLP step after ``pipeline``: the input of the next pass's golden case."""
+
+    def build() -> Graph:
+        return PassManager(pipeline).run(graphs.mlp_step(), PassContext(wafer=WAFER))
+
+    return build
+
 
 # (directory, case, graph builder, pipeline)
 CASES: list[tuple[str, str, Callable[[], Graph], str]] = [
@@ -35,14 +54,37 @@ CASES: list[tuple[str, str, Callable[[], Graph], str]] = [
     ("annotate-cost", "costs_overwrite", graphs.costs, "annotate-cost{overwrite=true}"),
     ("annotate-cost", "mlp_train", graphs.mlp_train, "annotate-cost"),
     ("pipeline", "mlp_train_default", graphs.mlp_train, DEFAULT_PIPELINE),
+    ("fuse-elementwise", "member_attrs", graphs.scaled_scores, "fuse-elementwise"),
+    # the parallel passes, one step each
+    ("parallelize", "mlp_tp2", graphs.mlp_step, TP2),
+    ("parallelize", "mlp_dp2_pp2_mb2", graphs.mlp_step, DP_PP_MB),
+    ("insert-collectives", "mlp_tp2", after(TP2), "insert-collectives"),
+    ("insert-collectives", "mlp_dp2_pp2_mb2", after(DP_PP_MB), "insert-collectives"),
+    ("schedule", "mlp_tp2", after(f"{TP2},insert-collectives"), "schedule"),
+    ("schedule", "mlp_dp2_pp2_mb2", after(f"{DP_PP_MB},insert-collectives"), "schedule"),
+    (
+        "lower-collectives",
+        "mlp_tp2_ring",
+        after(f"{TP2},insert-collectives,schedule"),
+        "lower-collectives{algo=ring}",
+    ),
+    (
+        "plan-memory",
+        "mlp_dp2_pp2_mb2",
+        after(f"{DP_PP_MB},insert-collectives,schedule"),
+        "plan-memory",
+    ),
+    ("place", "mlp_dp2_pp2_mb2", after(f"{DP_PP_MB},insert-collectives"), "place{time=1.0}"),
+    ("route", "mlp_tp2", after(f"{TP2},insert-collectives,schedule"), "route"),
+    ("parallel-lowering", "mlp_tp2", graphs.mlp_step, 'parallel-lowering{plan="tp=2,span=1"}'),
 ]
 
 
 def _run(build: Callable[[], Graph], pipeline: str) -> tuple[str, str]:
     graph = build()
     before = print_graph(graph)
-    after = print_graph(PassManager(pipeline, verify_each=True).run(graph, PassContext()))
-    return before, after
+    result = PassManager(pipeline, verify_each=True).run(graph, PassContext(wafer=WAFER))
+    return before, print_graph(result)
 
 
 @pytest.mark.parametrize(("directory", "case", "build", "pipeline"), CASES, ids=lambda c: c)

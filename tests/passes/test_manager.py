@@ -89,8 +89,83 @@ def test_print_ir_after_named_pass_only() -> None:
 
 
 def test_print_ir_after_an_unknown_pass_is_an_error() -> None:
-    with pytest.raises(PassError, match="unknown pass 'dec'; did you mean 'dce'"):
+    with pytest.raises(
+        PassError, match="unknown pass 'dec' in --print-ir-after; did you mean 'dce'"
+    ):
         PassManager("dce", print_ir_after={"dec"})
+
+
+def test_dump_names_must_be_in_the_pipeline() -> None:
+    """A registered pass the pipeline does not run would print nothing: an error."""
+    with pytest.raises(PassError, match=r"--print-ir-after canonicalize: the pipeline does not "
+                       r"run 'canonicalize'; it runs: dce, annotate-cost"):  # fmt: skip
+        PassManager("dce,annotate-cost", print_ir_after={"canonicalize"})
+    with pytest.raises(PassError, match=r"--print-ir-before fuse-elementwise: .* it runs: dce"):
+        PassManager("dce", print_ir_before={"fuse-elementwise"})
+    with pytest.raises(PassError, match="unknown pass 'dcee' in --print-ir-before; did you mean"):
+        PassManager("dce", print_ir_before={"dcee"})
+
+
+def test_print_ir_before() -> None:
+    buf = io.StringIO()
+    pm = PassManager(
+        "canonicalize,dce", print_ir_before={"dce"}, print_ir_before_all=False, out=buf
+    )
+    pm.run(graphs.mlp_train())
+    before_dce = _steps("canonicalize")[0]
+    assert buf.getvalue() == f"// -----// IR Dump Before dce //----- //\n{before_dce}\n"
+    buf = io.StringIO()
+    PassManager("canonicalize,dce", print_ir_before_all=True, out=buf).run(graphs.mlp_train())
+    assert buf.getvalue().count("IR Dump Before") == 2
+    assert buf.getvalue().startswith(
+        f"// -----// IR Dump Before canonicalize //----- //\n{print_graph(graphs.mlp_train())}"
+    )
+
+
+def test_print_ir_after_change_skips_passes_that_change_nothing() -> None:
+    buf = io.StringIO()
+    # on the canonical graph, dce changes nothing, canonicalize (first) does
+    pm = PassManager(
+        "canonicalize,dce,dce", print_ir_after_all=True, print_ir_after_change=True, out=buf
+    )
+    pm.run(graphs.mlp_train())
+    steps = _steps("canonicalize,dce,dce")
+    headers = [line for line in buf.getvalue().splitlines() if line.startswith("// -----//")]
+    changed = [steps[0] != print_graph(graphs.mlp_train()), steps[1] != steps[0], False]
+    names = ["canonicalize", "dce", "dce"]
+    assert headers == [
+        f"// -----// IR Dump After {n} //----- //" for n, c in zip(names, changed, strict=True) if c
+    ]
+    assert changed[0]
+
+
+def test_print_ir_after_failure_shows_what_the_failing_pass_left() -> None:
+    buf = io.StringIO()
+    pm = PassManager([Vandal()], verify_each=True, print_ir_after_failure=True, out=buf)
+    with pytest.raises(PassFailure) as exc:
+        pm.run(graphs.mlp_train())
+    assert (
+        buf.getvalue()
+        == f"// -----// IR Dump After vandal Failed //----- //\n{exc.value.ir_after}\n"
+    )
+    buf = io.StringIO()
+    pm = PassManager([Boom()], print_ir_after_failure=True, out=buf)
+    with pytest.raises(PassFailure):
+        pm.run(graphs.sources())
+    assert buf.getvalue() == (
+        f"// -----// IR Dump After boom Failed //----- //\n{print_graph(graphs.sources())}\n"
+    )
+
+
+def test_verify_checks_the_input_and_the_output_only() -> None:
+    seen: list[int] = []
+    pm = PassManager(
+        "canonicalize,dce,annotate-cost", verify=True, verifier=lambda g: seen.append(len(g.ops))
+    )
+    pm.run(graphs.mlp_train())
+    assert len(seen) == 2  # before the first pass and after the last
+    with pytest.raises(PassFailure, match="'vandal' failed verification"):
+        PassManager([Vandal()], verify=True).run(graphs.mlp_train())
 
 
 def test_prints_nothing_unless_asked(capsys: pytest.CaptureFixture[str]) -> None:

@@ -119,12 +119,22 @@ def test_describe_passes() -> None:
     assert text.endswith("\n")
     assert (
         "fuse-elementwise - Fold chains and single-consumer DAGs of elementwise ops into FUSED ops.\n"
+        "    reads the ops; writes the ops (elementwise groups become fused ops)\n"
         "    max: int = 16  most ops in one fused group\n"
     ) in text
     assert (
         "dce - Remove ops whose results no graph output needs.\n"
+        "    reads the ops; writes the ops (those no output needs removed)\n"
         "    keep-sources: bool = true  keep unused INPUT, PARAM and BUFFER ops\n"
     ) in text
+    # which passes need a wafer, and what each reads and writes
+    assert "parallelize - " in text and "    needs a wafer (--wafer); reads the ops," in text
+    needs = {c.name for c in all_passes() if c.needs_wafer}
+    assert needs == {
+        "parallelize", "schedule", "lower-collectives", "plan-memory", "place", "route",
+        "parallel-lowering",
+    }  # fmt: skip
+    assert text.count("needs a wafer (--wafer)") == len(needs)
     # one header line per pass, in name order
     headers = [line.split(" - ")[0] for line in text.splitlines() if not line.startswith(" ")]
     assert headers == [cls.name for cls in all_passes()]

@@ -75,7 +75,7 @@ SPECS: dict[str, HFSpec] = {
     "gpt2-tiny": HFSpec(
         "gpt2",
         (("n_layer", 2), ("n_embd", 64), ("n_head", 4), ("n_positions", 128), *_TINY_TEXT),
-        2,
+        8,  # divisible by dp x micro-batches of the plans in the README and docs
         32,
         "GPT-2 shaped, for tests: 2 layers, d=64, 4 heads, vocab 512",
     ),

@@ -16,6 +16,10 @@ import networkx as nx
 
 from waferflow.ir.dtypes import TensorType
 from waferflow.ir.opkind import SOURCES, OpKind
+from waferflow.ir.parallel import GraphParallel, OpParallel
+from waferflow.ir.sharding import Sharding
+
+REPLICATED_EVERYWHERE = Sharding()
 
 AttrValue = int | float | bool | str | None | tuple["AttrValue", ...]
 
@@ -105,11 +109,14 @@ class Provenance:
 
 @dataclass(eq=False, slots=True)
 class Value:
-    """An SSA value. Identity is by object; ``name`` is unique in its graph."""
+    """An SSA value. Identity is by object; ``name`` is unique in its graph.
+    ``sharding`` says how a parallel plan spreads it over the ranks (replicated
+    unless a parallel pass decided otherwise)."""
 
     name: str
     type: TensorType
     producer: Op | None = field(default=None, repr=False)
+    sharding: Sharding = field(default=REPLICATED_EVERYWHERE, repr=False)
 
     def __repr__(self) -> str:
         return f"%{self.name}: {self.type}"
@@ -117,7 +124,8 @@ class Value:
 
 @dataclass(eq=False, slots=True)
 class Op:
-    """One operation. ``results`` are owned by the op; ``operands`` are uses."""
+    """One operation. ``results`` are owned by the op; ``operands`` are uses.
+    ``par`` is set by the parallel passes (stage, micro-batch mode, ...)."""
 
     kind: OpKind
     operands: tuple[Value, ...]
@@ -126,6 +134,7 @@ class Op:
     cost: Cost = Cost()
     phase: Phase = Phase.FWD
     prov: Provenance = Provenance()
+    par: OpParallel | None = None
 
     @property
     def result(self) -> Value:
@@ -144,12 +153,14 @@ class Op:
 
 
 class Graph:
-    """A named dataflow graph with ops in topological order and a list of outputs."""
+    """A named dataflow graph with ops in topological order and a list of outputs.
+    ``parallel`` is the plan the graph is sharded for (None: not parallelised)."""
 
     def __init__(self, name: str = "main") -> None:
         self.name = name
         self.ops: list[Op] = []
         self.outputs: list[Value] = []
+        self.parallel: GraphParallel | None = None
         self._names: set[str] = set()
         self._counter = itertools.count()
 
@@ -181,6 +192,8 @@ class Graph:
         prov: Provenance | None = None,
         names: Iterable[str | None] | None = None,
         exact_names: bool = False,
+        par: OpParallel | None = None,
+        shardings: Iterable[Sharding] | None = None,
     ) -> Op:
         """Append an op; result values are created and named here.
 
@@ -192,7 +205,10 @@ class Graph:
         if len(hints) != len(types):
             raise ValueError("names and result_types differ in length")
         results: list[Value] = []
-        for hint, ty in zip(hints, types, strict=True):
+        placed = list(shardings) if shardings is not None else [REPLICATED_EVERYWHERE] * len(types)
+        if len(placed) != len(types):
+            raise ValueError("shardings and result_types differ in length")
+        for hint, ty, sh in zip(hints, types, placed, strict=True):
             if exact_names and hint is not None:
                 if hint in self._names:
                     raise ValueError(f"value %{hint} is defined twice")
@@ -200,7 +216,7 @@ class Graph:
             else:
                 name = self.fresh_name(hint)
             self._names.add(name)
-            results.append(Value(name, ty))
+            results.append(Value(name, ty, sharding=sh))
         op = Op(
             kind=kind,
             operands=tuple(operands),
@@ -209,6 +225,7 @@ class Graph:
             cost=cost if cost is not None else Cost(),
             phase=phase,
             prov=prov if prov is not None else Provenance(),
+            par=par,
         )
         for v in results:
             v.producer = op
@@ -256,6 +273,31 @@ class Graph:
             for v in op.operands:
                 if v.producer is not None and id(v.producer) in index:
                     g.add_edge(index[id(v.producer)], i, key=v.name, value=v)
+        return g
+
+    def clone(self) -> Graph:
+        """A deep copy (new ops and values, same names and annotations): passes may
+        then mutate it without touching this graph."""
+        g = Graph(self.name)
+        g.parallel = self.parallel
+        vmap: dict[int, Value] = {}
+        for op in self.ops:
+            new = g.add_op(
+                op.kind,
+                [vmap[id(v)] for v in op.operands],
+                [r.type for r in op.results],
+                attrs=op.attrs,
+                cost=op.cost,
+                phase=op.phase,
+                prov=op.prov,
+                names=[r.name for r in op.results],
+                exact_names=True,
+                par=op.par,
+                shardings=[r.sharding for r in op.results],
+            )
+            for r, nr in zip(op.results, new.results, strict=True):
+                vmap[id(r)] = nr
+        g.set_outputs(vmap[id(v)] for v in self.outputs)
         return g
 
     # -- rewriting ----------------------------------------------------------------

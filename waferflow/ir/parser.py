@@ -10,29 +10,42 @@ is reported, which keeps a 100k-op graph linear and quick.
 from __future__ import annotations
 
 import bisect
-import difflib
 import json
 import re
 
 from waferflow.errors import ParseError
 from waferflow.ir.dtypes import DType, TensorType
-from waferflow.ir.graph import Attrs, AttrValue, Cost, Graph, Phase, Provenance, Value
+from waferflow.ir.graph import (
+    REPLICATED_EVERYWHERE,
+    Attrs,
+    AttrValue,
+    Cost,
+    Graph,
+    Phase,
+    Provenance,
+    Value,
+)
 from waferflow.ir.opkind import SOURCES, OpKind
+from waferflow.ir.parse_parallel import ParallelClauses
+from waferflow.ir.sharding import MeshAxis, Sharding
+from waferflow.ir.tokens import (
+    _BAD,
+    _COST,
+    _EOF,
+    _GNAME,
+    _INT_RE,
+    _LOC,
+    _NUM,
+    _PUNCT,
+    _STR,
+    _TYPE,
+    _VAL,
+    _WORD,
+    Token,
+    _suggest,
+)
 
 __all__ = ["parse_graph"]
-
-# Token kinds (the regex group names).
-_VAL = "val"  # %name
-_TYPE = "type"  # f32[2,3]  (one token, checked by _type_of)
-_WORD = "word"  # identifiers and keywords
-_NUM = "num"  # -12, 1.5e-05, -inf
-_STR = "str"  # a JSON string
-_GNAME = "gname"  # @name
-_PUNCT = "punct"  # = , : { } [ ] ( )
-_LOC = "loc"  # loc("module", "aten") as printed: one token, a fast path
-_COST = "cost"  # cost(flops=1, read=2, write=3) as printed: one token, a fast path
-_BAD = "bad"  # any other single character
-_EOF = "eof"
 
 _TOKEN_RE = re.compile(
     r"(?>(?:\s+|#[^\n]*)*)"  # whitespace and comments, skipped (atomic: no backtracking)
@@ -51,15 +64,12 @@ _TOKEN_RE = re.compile(
 )
 _LOC_RE = re.compile(r'loc\(("(?:[^"\\\n]|\\.)*"), ("(?:[^"\\\n]|\\.)*")\)')
 _COST_RE = re.compile(r"cost\(flops=(-?[0-9]+), read=(-?[0-9]+), write=(-?[0-9]+)\)")
-_INT_RE = re.compile(r"-?[0-9]+")
 _FLOAT_RE = re.compile(r"-?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
 
 _KINDS: dict[str, OpKind] = {k.value: k for k in OpKind}
 _DTYPES: dict[str, DType] = {d.value: d for d in DType}
 _PHASES: dict[str, Phase] = {p.value: p for p in Phase}
 _COST_KEYS = ("flops", "read", "write")
-
-Token = tuple[str, str, int]  # (kind, text, offset)
 
 
 def parse_graph(text: str, source: str = "<text>") -> Graph:
@@ -81,14 +91,7 @@ def _describe(tok: Token) -> str:
     return repr(text)
 
 
-def _suggest(word: str, choices: list[str]) -> str:
-    close = difflib.get_close_matches(word, choices, n=3, cutoff=0.6)
-    if close:
-        return "; did you mean " + " or ".join(close) + "?"
-    return ""
-
-
-class _Parser:
+class _Parser(ParallelClauses):
     def __init__(self, text: str, source: str) -> None:
         self.text = text
         self.source = source
@@ -103,6 +106,7 @@ class _Parser:
         self.values: dict[str, tuple[Value, int]] = {}  # name -> (value, offset of definition)
         self.type_cache: dict[str, TensorType] = {}
         self.in_op = False  # inside an op, whose text sits on one line
+        self.degrees: dict[MeshAxis, int] = {}  # of the graph's parallel(...) header
 
     # -- helpers ------------------------------------------------------------------
     def error(self, message: str, pos: int) -> ParseError:
@@ -162,6 +166,10 @@ class _Parser:
         if tok[0] != _GNAME:
             raise self.unexpected(tok, "the graph's name as '@name'")
         graph = Graph(tok[1][1:])
+        tok = self.peek()
+        if tok[0] == _WORD and tok[1] == "parallel":
+            graph.parallel = self.parse_graph_parallel()
+            self.degrees = graph.parallel.degrees()
         open_tok = self.expect_punct("{", "'{' after the graph's name")
         while True:
             tok = self.peek()
@@ -272,7 +280,7 @@ class _Parser:
             at = bisect.bisect_right(keys, "name") if keys == sorted(keys) else 0
             items.insert(at, ("name", self.string_of(name_tok)))
         colon = self.expect_punct(":", "':' before the result types")
-        types = self.parse_types()
+        types, shardings = self.parse_types()
         if len(types) != len(result_toks):
             raise self.error(
                 f"{kind.value} has {len(result_toks)} result(s) but {len(types)} type(s)",
@@ -300,6 +308,10 @@ class _Parser:
             self.i += 1
         elif tok[0] == _WORD and tok[1] == "cost":
             cost = self.parse_cost()
+        tok = toks[self.i]
+        par = None
+        if tok[0] == _WORD and tok[1] == "par":
+            par = self.parse_op_parallel(operands)
         fresh: dict[str, int] = {}
         for t in result_toks:
             name = t[1][1:]
@@ -319,6 +331,8 @@ class _Parser:
             prov=prov,
             names=list(fresh),
             exact_names=True,
+            par=par,
+            shardings=shardings,
         )
         for v, t in zip(op.results, result_toks, strict=True):
             values[v.name] = (v, t[2])
@@ -330,19 +344,25 @@ class _Parser:
         aten = self.string_of((_STR, m[2], tok[2] + m.start(2)))
         return Provenance(module, aten)
 
-    def parse_types(self) -> list[TensorType]:
+    def parse_types(self) -> tuple[list[TensorType], list[Sharding]]:
+        """Result types, each optionally followed by its sharding ``{dp=split(0)}``."""
         types: list[TensorType] = []
+        shardings: list[Sharding] = []
         tok = self.peek()
         if not self.starts_type(tok):
-            return types
-        types.append(self.parse_type())
-        while self.at_punct(","):
+            return types, shardings
+        while True:
+            ty = self.parse_type()
+            types.append(ty)
+            shardings.append(
+                self.parse_sharding(ty.shape) if self.at_punct("{") else REPLICATED_EVERYWHERE
+            )
+            if not self.at_punct(","):
+                return types, shardings
             self.advance()
             tok = self.peek()
             if not self.starts_type(tok):
                 raise self.unexpected(tok, "a tensor type like f32[2,3]")
-            types.append(self.parse_type())
-        return types
 
     def starts_type(self, tok: Token) -> bool:
         if tok[0] == _TYPE:

@@ -9,7 +9,9 @@ A document looks like::
               "cost": {"flops": 0, "bytes_read": 0, "bytes_written": 0}}, ...],
      "outputs": ["x"]}
 
-Values are referred to by name. Attribute tuples are JSON arrays (they come back as
+A parallelised graph also carries ``"parallel"`` (its plan), a ``"sharding"`` on each
+result that is not replicated, and a ``"par"`` on each op (docs/ir.md); such a
+document is version 2, any other version 1. Values are referred to by name. Attribute tuples are JSON arrays (they come back as
 tuples); the non-finite floats JSON lacks are written ``{"float": "inf"}``,
 ``{"float": "-inf"}`` and ``{"float": "nan"}``. Attributes are an object, so they
 load in sorted key order, as ``Attrs.of`` keeps them. The full description is in
@@ -26,8 +28,20 @@ from typing import Any
 
 from waferflow.errors import ParseError, VerificationError, WaferflowError
 from waferflow.ir.dtypes import DType, TensorType
-from waferflow.ir.graph import Attrs, AttrValue, Cost, Graph, Phase, Provenance, Value
+from waferflow.ir.graph import (
+    REPLICATED_EVERYWHERE,
+    Attrs,
+    AttrValue,
+    Cost,
+    Graph,
+    Op,
+    Phase,
+    Provenance,
+    Value,
+)
 from waferflow.ir.opkind import OpKind
+from waferflow.ir.parallel import GraphParallel, MbMode, OpParallel, ParallelLevel, sorted_axes
+from waferflow.ir.sharding import PARTIAL, MeshAxis, Placement, Sharding, Split
 
 __all__ = [
     "FORMAT",
@@ -40,11 +54,14 @@ __all__ = [
 ]
 
 FORMAT = "waferflow.graph"
-VERSION = 1
+VERSION = 2  # the newest version written; 1 (no parallel annotations) is also read
+_VERSIONS = (1, 2)
 
-_TOP_KEYS = ("format", "version", "name", "ops", "outputs")
-_OP_KEYS = ("kind", "operands", "results", "attrs", "phase", "prov", "cost")
-_RESULT_KEYS = ("name", "dtype", "shape")
+_TOP_KEYS = ("format", "version", "name", "ops", "outputs", "parallel")
+_OP_KEYS = ("kind", "operands", "results", "attrs", "phase", "prov", "cost", "par")
+_RESULT_KEYS = ("name", "dtype", "shape", "sharding")
+_GRAPH_PAR_KEYS = ("plan", "wafer", "dp", "tp", "mb", "pp", "ranks", "level")
+_OP_PAR_KEYS = ("stage", "mode", "inputs", "divided", "stats", "region")
 _PROV_KEYS = ("module", "aten")
 _COST_KEYS = ("flops", "bytes_read", "bytes_written")
 _SPECIAL_FLOATS = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}
@@ -70,6 +87,33 @@ def _encode_attr(value: AttrValue) -> Any:
     return value
 
 
+def _encode_sharding(s: Sharding) -> dict[str, Any]:
+    return {
+        a.value: {"split": p.dim, "block": p.block} if isinstance(p, Split) else "partial"
+        for a, p in s.placements
+    }
+
+
+def _encode_par(op: Op) -> dict[str, Any]:
+    par = op.par
+    assert par is not None
+    return {
+        "stage": par.stage,
+        "mode": par.mode.value,
+        "inputs": [_encode_sharding(s) for s in par.inputs],
+        "divided": [a.value for a in par.divided],
+        "stats": [[a.value, d] for a, d in par.stats],
+        "region": list(par.region),
+    }
+
+
+def _encode_result(v: Value) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": v.name, "dtype": v.type.dtype.value, "shape": list(v.type.shape)}
+    if not v.sharding.is_replicated:
+        out["sharding"] = _encode_sharding(v.sharding)
+    return out
+
+
 def graph_to_json(graph: Graph) -> dict[str, Any]:
     """The graph as a JSON-ready dict (only dicts, lists, strings, numbers, bools, None).
 
@@ -86,14 +130,10 @@ def graph_to_json(graph: Graph) -> dict[str, Any]:
                     f"({op.kind.value}) uses %{v.name} before any op of the graph defines it"
                 )
         defined.update(id(v) for v in op.results)
-        ops.append(
-            {
+        doc_op: dict[str, Any] = {
                 "kind": op.kind.value,
                 "operands": [v.name for v in op.operands],
-                "results": [
-                    {"name": v.name, "dtype": v.type.dtype.value, "shape": list(v.type.shape)}
-                    for v in op.results
-                ],
+                "results": [_encode_result(v) for v in op.results],
                 "attrs": {k: _encode_attr(v) for k, v in op.attrs},
                 "phase": op.phase.value,
                 "prov": {"module": op.prov.module, "aten": op.prov.aten},
@@ -102,21 +142,35 @@ def graph_to_json(graph: Graph) -> dict[str, Any]:
                     "bytes_read": op.cost.bytes_read,
                     "bytes_written": op.cost.bytes_written,
                 },
-            }
-        )
+            }  # fmt: skip
+        if op.par is not None:
+            doc_op["par"] = _encode_par(op)
+        ops.append(doc_op)
     for v in graph.outputs:
         if id(v) not in defined:
             raise VerificationError(
                 f"cannot write graph @{graph.name} as JSON: output %{v.name} is not "
                 f"defined by any op of the graph"
             )
-    return {
+    doc: dict[str, Any] = {
         "format": FORMAT,
-        "version": VERSION,
+        "version": 1,
         "name": graph.name,
         "ops": ops,
         "outputs": [v.name for v in graph.outputs],
     }
+    annotated = graph.parallel is not None or any(
+        "par" in o or any("sharding" in r for r in o["results"]) for o in ops
+    )
+    if annotated:
+        doc["version"] = 2
+    gp = graph.parallel
+    if gp is not None:
+        doc["parallel"] = {
+            "plan": gp.plan, "wafer": gp.wafer, "dp": gp.dp, "tp": gp.tp, "mb": gp.mb,
+            "pp": gp.pp, "ranks": gp.ranks, "level": gp.level.value,
+        }  # fmt: skip
+    return doc
 
 
 def dumps_graph(graph: Graph) -> str:
@@ -219,16 +273,21 @@ def graph_from_json(doc: Any) -> Graph:
 
     Raises ``GraphFormatError`` naming the JSON path of the first bad field.
     """
-    _want_object(doc, "$", _TOP_KEYS, required=len(_TOP_KEYS))
+    _want_object(doc, "$", _TOP_KEYS, required=5)
     if doc["format"] != FORMAT:
         raise GraphFormatError("$.format", f"unknown format {doc['format']!r}; expected {FORMAT!r}")
     version = doc["version"]
-    if not _is_int(version) or version != VERSION:
+    if not _is_int(version) or version not in _VERSIONS:
         raise GraphFormatError(
             "$.version",
-            f"unsupported version {version!r}; this waferflow reads version {VERSION}",
+            f"unsupported version {version!r}; this waferflow reads versions "
+            f"{', '.join(map(str, _VERSIONS))}",
         )
     graph = Graph(_want(doc["name"], "$.name", _is_str, "a string"))
+    if "parallel" in doc:
+        if version < 2:
+            raise GraphFormatError("$.parallel", "parallel annotations need version 2")
+        graph.parallel = _decode_graph_parallel(doc["parallel"], "$.parallel")
     names: dict[str, Value] = {}
     ops = _want(doc["ops"], "$.ops", _is_list, "an array")
     for i, raw in enumerate(ops):
@@ -236,6 +295,75 @@ def graph_from_json(doc: Any) -> Graph:
     outputs = _want(doc["outputs"], "$.outputs", _is_list, "an array")
     graph.set_outputs(_lookup(names, n, f"$.outputs[{i}]") for i, n in enumerate(outputs))
     return graph
+
+
+def _decode_graph_parallel(raw: Any, path: str) -> GraphParallel:
+    _want_object(raw, path, _GRAPH_PAR_KEYS, required=2)
+    plan = _want(raw["plan"], f"{path}.plan", _is_str, "a string")
+    wafer = _want(raw["wafer"], f"{path}.wafer", _is_str, "a string")
+    ints: dict[str, int] = {}
+    for key in ("dp", "tp", "mb", "pp", "ranks"):
+        value = raw.get(key, 1)
+        if not _is_int(value) or value < 1:
+            raise GraphFormatError(f"{path}.{key}", f"expected an integer >= 1, found {value!r}")
+        ints[key] = value
+    level = _enum_value(ParallelLevel, raw.get("level", "sharded"), f"{path}.level", "level")
+    return GraphParallel(plan, wafer, level=level, **ints)
+
+
+def _decode_sharding(raw: Any, path: str) -> Sharding:
+    if not isinstance(raw, dict):
+        raise GraphFormatError(path, f"expected an object, found {_kind_name(raw)}")
+    items: dict[MeshAxis, Placement] = {}
+    for key, value in raw.items():
+        axis = _enum_value(MeshAxis, key, f"{path}.{key}", "mesh axis")
+        if value == "partial":
+            items[axis] = PARTIAL
+            continue
+        _want_object(value, f"{path}.{key}", ("split", "block"), required=2)
+        dim, block = value["split"], value["block"]
+        if not _is_int(dim) or dim < 0:
+            raise GraphFormatError(f"{path}.{key}.split", f"expected a dimension, found {dim!r}")
+        if not _is_int(block) or block < 1:
+            raise GraphFormatError(
+                f"{path}.{key}.block", f"expected an integer >= 1, found {block!r}"
+            )
+        items[axis] = Split(dim, block)
+    return Sharding.of(items)
+
+
+def _decode_par(raw: Any, path: str, operands: list[Value]) -> OpParallel:
+    _want_object(raw, path, _OP_PAR_KEYS, required=1)
+    stage = _want(raw["stage"], f"{path}.stage", _is_int, "an integer")
+    if stage < 0:
+        raise GraphFormatError(f"{path}.stage", f"expected a stage >= 0, found {stage}")
+    mode = _enum_value(MbMode, raw.get("mode", "early"), f"{path}.mode", "micro-batch mode")
+    if "inputs" in raw:
+        cells = _want(raw["inputs"], f"{path}.inputs", _is_list, "an array")
+        if len(cells) != len(operands):
+            raise GraphFormatError(
+                f"{path}.inputs", f"{len(cells)} placement(s) for {len(operands)} operand(s)"
+            )
+        inputs = tuple(_decode_sharding(c, f"{path}.inputs[{i}]") for i, c in enumerate(cells))
+    else:
+        inputs = tuple(v.sharding for v in operands)
+    divided_raw = _want(raw.get("divided", []), f"{path}.divided", _is_list, "an array")
+    divided = sorted_axes(
+        _enum_value(MeshAxis, a, f"{path}.divided[{i}]", "mesh axis")
+        for i, a in enumerate(divided_raw)
+    )
+    stats: list[tuple[MeshAxis, int]] = []
+    for i, pair in enumerate(_want(raw.get("stats", []), f"{path}.stats", _is_list, "an array")):
+        if not (isinstance(pair, list) and len(pair) == 2 and _is_int(pair[1])):
+            raise GraphFormatError(f"{path}.stats[{i}]", "expected [axis, dimension]")
+        stats.append(
+            (_enum_value(MeshAxis, pair[0], f"{path}.stats[{i}][0]", "mesh axis"), pair[1])
+        )
+    region_raw = _want(raw.get("region", []), f"{path}.region", _is_list, "an array")
+    for i, c in enumerate(region_raw):
+        if not _is_int(c) or c < 0:
+            raise GraphFormatError(f"{path}.region[{i}]", f"expected a core id, found {c!r}")
+    return OpParallel(stage, mode, inputs, divided, tuple(stats), tuple(region_raw))
 
 
 def _add_op(graph: Graph, names: dict[str, Value], raw: Any, path: str) -> None:
@@ -246,6 +374,7 @@ def _add_op(graph: Graph, names: dict[str, Value], raw: Any, path: str) -> None:
     results_raw = _want(raw.get("results", []), f"{path}.results", _is_list, "an array")
     result_names: list[str] = []
     types: list[TensorType] = []
+    shardings: list[Sharding] = []
     for j, res in enumerate(results_raw):
         rpath = f"{path}.results[{j}]"
         _want_object(res, rpath, _RESULT_KEYS, required=3)
@@ -263,6 +392,11 @@ def _add_op(graph: Graph, names: dict[str, Value], raw: Any, path: str) -> None:
                     f"{rpath}.shape[{k}]", f"expected a non-negative integer, found {d!r}"
                 )
         types.append(TensorType(tuple(shape), dtype))
+        shardings.append(
+            _decode_sharding(res["sharding"], f"{rpath}.sharding")
+            if "sharding" in res
+            else REPLICATED_EVERYWHERE
+        )
     attrs_raw = raw.get("attrs", {})
     if not isinstance(attrs_raw, dict):
         raise GraphFormatError(
@@ -284,6 +418,7 @@ def _add_op(graph: Graph, names: dict[str, Value], raw: Any, path: str) -> None:
     cost_parts = [
         _want(cost_raw.get(k, 0), f"{path}.cost.{k}", _is_int, "an integer") for k in _COST_KEYS
     ]
+    par = _decode_par(raw["par"], f"{path}.par", operands) if "par" in raw else None
     op = graph.add_op(
         kind,
         operands,
@@ -294,6 +429,8 @@ def _add_op(graph: Graph, names: dict[str, Value], raw: Any, path: str) -> None:
         prov=Provenance(*prov_parts),
         names=result_names,
         exact_names=True,
+        par=par,
+        shardings=shardings,
     )
     for v in op.results:
         names[v.name] = v

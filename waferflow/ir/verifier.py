@@ -21,6 +21,7 @@ import networkx as nx
 from waferflow.errors import VerificationError
 from waferflow.ir.graph import Graph, Op, Value
 from waferflow.ir.opkind import ELEMENTWISE, OpKind
+from waferflow.ir.verify_parallel import parallel_problems
 
 __all__ = [
     "MAX_REPORTED",
@@ -118,6 +119,8 @@ def graph_problems(graph: Graph) -> list[str]:
     for v in graph.outputs:
         if id(v) not in defined:
             problems.append(f"output %{v.name} is not defined by any op of this graph")
+    if not problems:  # the parallel rules walk producers and operands: only on sound graphs
+        problems.extend(parallel_problems(graph))
     return problems
 
 

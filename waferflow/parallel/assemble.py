@@ -24,6 +24,7 @@ from waferflow.errors import PlanError
 from waferflow.ir.dtypes import DType
 from waferflow.ir.graph import Op, Phase, Value
 from waferflow.ir.opkind import VIEWS, OpKind
+from waferflow.ir.parallel import reads_value
 from waferflow.ir.plan import Actor, Message, Plan
 from waferflow.ir.sharding import shard_shape
 from waferflow.ir.target.wafer import Wafer
@@ -105,6 +106,7 @@ class _Assembler:
         self.coll_final: dict[int, list[int]] = {}
         self.records: dict[tuple[str, str, str, str, int, int], int] = {}
         self.step_need: dict[int, float] = {}  # step actor -> estimated transfer seconds
+        self.acc_flops: dict[int, int] = {}  # compute actor -> FLOPs adding into accumulators
         self.m = prog.microbatches
 
     def run(self) -> Assembled:
@@ -151,10 +153,14 @@ class _Assembler:
                 nbytes = value_bytes(r, s, deg)
                 acc = per_mb and r.name in p.accumulators
                 key: BufKey = (r.name, spec.rank, -2 if acc else spec.instance)
-                grad = acc or r.name in p.gradients
+                # an accumulated sum is a gradient unless the step returns it (the loss)
+                grad = (acc and r not in p.graph.outputs) or r.name in p.gradients
                 meta.produces.append((key, nbytes, "gradients" if grad else "activations"))
-                if acc and spec.instance > 0:  # add into the accumulated gradient
+                if acc and spec.instance > 0:  # add into the accumulated sum
                     f += nbytes // r.type.dtype.itemsize
+                    self.acc_flops[len(self.acts)] = (
+                        self.acc_flops.get(len(self.acts), 0) + nbytes // r.type.dtype.itemsize
+                    )
                     br += 2 * nbytes
                     bw += nbytes
                 if self._used_outside(r, in_group):
@@ -194,7 +200,8 @@ class _Assembler:
         for spec, aid in zip(self.p.actors, self.compute_id, strict=True):
             key = (spec.stage, spec.rank, spec.block.mb)
             if spec.block.kind == "F" and spec.instance >= 0:
-                fwd[key] = fwd.get(key, 0) + self.acts[aid].flops
+                # the forward's own work; adding into an accumulated sum is not redone
+                fwd[key] = fwd.get(key, 0) + self.acts[aid].flops - self.acc_flops.get(aid, 0)
             elif spec.block.kind == "B" and key not in first_b:
                 first_b[key] = aid
         for key, aid in first_b.items():
@@ -392,7 +399,9 @@ class _Assembler:
                 in_group = {id(op) for op in spec.group.ops}
                 for op in spec.group.ops:
                     per_mb = self.p.info[op].mode is MbMode.PER_MB
-                    for v in op.operands:
+                    for i, v in enumerate(op.operands):
+                        if not reads_value(op, i):
+                            continue  # a FILL takes the shape only: nothing to wait for
                         prod = root_value(v).producer
                         if prod is not None and id(prod) in in_group:
                             continue

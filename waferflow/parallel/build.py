@@ -31,11 +31,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from enum import Enum
 
 from waferflow.errors import PlanError
 from waferflow.ir.graph import Graph, Op, Phase, Value
 from waferflow.ir.opkind import COLLECTIVE, VIEWS, OpKind
+from waferflow.ir.parallel import MbMode, op_label, reads_value
 from waferflow.ir.sharding import MeshAxis, Partial, Replicated, Sharding
 from waferflow.parallel.layout import Layout
 from waferflow.parallel.plan_spec import Granularity, Mesh, ParallelPlan, PipelineSchedule
@@ -43,12 +43,6 @@ from waferflow.parallel.propagate import ShardingResult
 from waferflow.parallel.stages import StageAssignment, layer_key, root_value
 
 K = OpKind
-
-
-class MbMode(Enum):
-    PER_MB = "per-mb"
-    EARLY = "early"
-    LATE = "late"
 
 
 @dataclass(frozen=True)
@@ -156,45 +150,80 @@ def _mb_nonrep(s: Sharding) -> bool:
     return not isinstance(s.get(MeshAxis.MB), Replicated)
 
 
-def classify(
-    graph: Graph, sharding: ShardingResult, stages: StageAssignment, plan: ParallelPlan
-) -> dict[Op, OpInfo]:
-    info: dict[Op, OpInfo] = {}
-    users = graph.users()
-    grad_coll = _gradient_collectives(graph, users)
+def _read(op: Op) -> list[Value]:
+    """The operands whose values ``op`` reads (a FILL reads its first one's shape only)."""
+    return [v for i, v in enumerate(op.operands) if reads_value(op, i)]
+
+
+def classify_modes(graph: Graph, sharding: ShardingResult) -> dict[Op, MbMode]:
+    """How often each non-source op runs (``MbMode``): per micro-batch when it touches
+    batch data along ``mb``; else early when everything it reads is early, late
+    otherwise. PlanError when an op run per micro-batch reads a late value."""
+    mode_of: dict[Op, MbMode] = {}
     for op in graph.ops:
         if op.is_source:
             continue
         sh = sharding.ops.get(op)
         per_mb = sh is not None and (
             MeshAxis.MB in sh.divided
-            or any(_mb_nonrep(s) for s in sh.inputs)
+            or any(_mb_nonrep(s) for i, s in enumerate(sh.inputs) if reads_value(op, i))
             or any(_mb_nonrep(sharding.of(r)) for r in op.results)
         )
         mode = MbMode.PER_MB if per_mb else MbMode.EARLY
+        if per_mb and sh is not None:
+            for i, v in enumerate(op.operands):
+                have = sharding.of(v).get(MeshAxis.MB)
+                if (
+                    reads_value(op, i)
+                    and isinstance(have, Partial)
+                    and not isinstance(sh.inputs[i].get(MeshAxis.MB), Partial)
+                ):
+                    raise PlanError(
+                        f"{op_label(op)} runs once per micro-batch but reads %{v.name} "
+                        f"({op_label(v.producer) if v.producer else 'an input'}) summed over "
+                        "every micro-batch; use microbatches=1 for this model"
+                    )
+        for v in _read(op):
+            p = root_value(v).producer
+            if p is None or p.is_source:
+                continue
+            theirs = mode_of[p]
+            if not per_mb and theirs is not MbMode.EARLY:
+                mode = MbMode.LATE
+            if per_mb and theirs is MbMode.LATE:
+                raise PlanError(
+                    f"{op_label(op)} runs once per micro-batch but reads %{v.name} "
+                    f"({op_label(p)}), which needs every micro-batch; use microbatches=1 "
+                    "for this model"
+                )
+        mode_of[op] = mode
+    return mode_of
+
+
+def classify(
+    graph: Graph, sharding: ShardingResult, stages: StageAssignment, plan: ParallelPlan
+) -> dict[Op, OpInfo]:
+    """Each op's stage and micro-batch mode, as annotated on the IR (computed when an op
+    carries no annotation), with whether it runs in block L and on the root only."""
+    info: dict[Op, OpInfo] = {}
+    users = graph.users()
+    grad_coll = _gradient_collectives(graph, users)
+    computed: dict[Op, MbMode] | None = None
+    for op in graph.ops:
+        if op.is_source:
+            continue
+        if op.par is not None:
+            mode = op.par.mode
+        else:
+            computed = computed if computed is not None else classify_modes(graph, sharding)
+            mode = computed[op]
         root_only = False
-        if not per_mb:
-            for v in op.operands:
-                p = root_value(v).producer
-                if p is None or p.is_source:
-                    continue
-                pi = info[p]
-                if pi.mode is not MbMode.EARLY:
-                    mode = MbMode.LATE
-        for v in op.operands:
+        for v in _read(op):
             p = root_value(v).producer
             if p is not None and not p.is_source and info[p].root_only and p.kind is not K.REDUCE:
                 root_only = True
             if p is not None and p.kind is K.REDUCE and p.attrs.get("axis") == MeshAxis.DP.value:
                 root_only = True
-        if mode is MbMode.PER_MB:
-            for v in op.operands:
-                p = root_value(v).producer
-                if p is not None and not p.is_source and info[p].mode is MbMode.LATE:
-                    raise PlanError(
-                        f"%{op.results[0].name if op.results else op.kind.value} uses a value "
-                        "that needs every micro-batch, inside a micro-batch; use microbatches=1"
-                    )
         late = mode is MbMode.LATE or op.phase is Phase.OPT or op in grad_coll
         info[op] = OpInfo(op, stages.stage_of.get(op, 0), mode, late, root_only)
     return info
@@ -228,6 +257,7 @@ def _accumulators(graph: Graph, info: dict[Op, OpInfo], sharding: ShardingResult
     """Values that are partial sums over micro-batches and read by an op that runs
     once (after the last micro-batch): every micro-batch adds into one buffer."""
     users = graph.users()
+    outputs = set(map(id, graph.outputs))  # a returned sum holds every micro-batch
     out: set[str] = set()
     for op in graph.ops:
         oi = info.get(op)
@@ -238,7 +268,9 @@ def _accumulators(graph: Graph, info: dict[Op, OpInfo], sharding: ShardingResult
                 continue
             stack, once = [r], False
             while stack and not once:
-                for u in users.get(stack.pop(), []):
+                x = stack.pop()
+                once = id(x) in outputs
+                for u in users.get(x, []):
                     if u.kind in VIEWS:
                         stack.extend(u.results)
                     elif u in info and info[u].mode is not MbMode.PER_MB:
@@ -334,7 +366,7 @@ def _cut(
         receives = any(
             (p := root_value(v).producer) is not None and not p.is_source
             and (p.kind in COLLECTIVE or info[p].stage != stage or info[p].root_only != info[op].root_only)
-            for v in op.operands
+            for v in _read(op)
         )  # fmt: skip
         mode_changes = cur is not None and info[cur.ops[-1]].mode is not info[op].mode
         if cur is None or cur.key != key or receives or mode_changes:

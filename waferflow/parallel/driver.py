@@ -3,8 +3,10 @@
 The steps, each also a pass (``waferflow.passes``): ``parallelize`` (shardings,
 stages), ``insert-collectives``, ``schedule`` (actors, per-core order),
 ``lower-collectives`` (point-to-point messages: the ``Plan``), ``plan-memory``
-(liveness; refuse what does not fit). The state between them is a
-``ParallelState``, kept in the pass context under the pass names.
+(liveness; refuse what does not fit). Each step writes its decisions onto the graph
+(``waferflow.parallel.annotate``: the plan, shardings, stages, micro-batch modes,
+collectives, regions); ``read_state`` rebuilds the ``ParallelState`` the later steps
+work on from the graph alone.
 """
 
 from __future__ import annotations
@@ -12,10 +14,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from waferflow.errors import PlanError
-from waferflow.ir.graph import Graph, Op, Value
+from waferflow.ir.graph import Graph, Op
 from waferflow.ir.opkind import OpKind
+from waferflow.ir.parallel import ParallelLevel
 from waferflow.ir.plan import Plan, verify_plan
 from waferflow.ir.target.wafer import Wafer
+from waferflow.parallel.annotate import (
+    annotate,
+    annotate_layout,
+    collective_ops,
+    layout_from_ir,
+    plan_of,
+    resolve_view,
+    sharding_from_ir,
+    stages_from_ir,
+)
 from waferflow.parallel.assemble import ActorMeta, CollectiveRecord, assemble
 from waferflow.parallel.build import Program, build_program
 from waferflow.parallel.insert import InsertedCollective, insert_collectives
@@ -34,7 +47,9 @@ from waferflow.parallel.stages import StageAssignment, assign_stages, layer_mode
 
 @dataclass
 class ParallelState:
-    """What the parallel passes hand each other (through ``PassContext.results``)."""
+    """What the parallel steps work on: the plan's decisions (also on the graph, from
+    which ``read_state`` rebuilds it) and what is derived from them (the program,
+    the actor plan, the memory report)."""
 
     plan: ParallelPlan  # span resolved
     wafer: Wafer  # the view the plan runs on: the given wafer coarsened by the span
@@ -92,24 +107,7 @@ class ParallelResult:
 
 def clone_graph(graph: Graph) -> Graph:
     """A deep copy (new ops and values, same names): passes may then mutate it."""
-    g = Graph(graph.name)
-    vmap: dict[int, Value] = {}
-    for op in graph.ops:
-        new = g.add_op(
-            op.kind,
-            [vmap[id(v)] for v in op.operands],
-            [r.type for r in op.results],
-            attrs=op.attrs,
-            cost=op.cost,
-            phase=op.phase,
-            prov=op.prov,
-            names=[r.name for r in op.results],
-            exact_names=True,
-        )
-        for r, nr in zip(op.results, new.results, strict=True):
-            vmap[id(r)] = nr
-    g.set_outputs(vmap[id(v)] for v in graph.outputs)
-    return g
+    return graph.clone()
 
 
 def batch_size(graph: Graph, plan: ParallelPlan) -> int:
@@ -125,8 +123,14 @@ def batch_size(graph: Graph, plan: ParallelPlan) -> int:
 
 
 def parallelize(graph: Graph, wafer: Wafer, spec: ParallelPlan | str) -> ParallelState:
-    """Shardings and stages of ``spec`` on ``wafer``; the state's wafer is the view the
-    plan runs on (``wafer.coarsen(span)``, ``waferflow.parallel.span``)."""
+    """Shardings and stages of ``spec`` on ``wafer``, written onto ``graph`` (level
+    ``sharded``); the state's wafer is the view the plan runs on
+    (``wafer.coarsen(span)``, ``waferflow.parallel.span``)."""
+    if graph.parallel is not None:
+        raise PlanError(
+            f"graph @{graph.name} is already parallelised for plan {graph.parallel.plan!r}; "
+            "parallelize a graph without a parallel(...) header"
+        )
     plan = parse_plan(spec)
     if plan.num_ranks > wafer.num_alive:
         raise PlanError(
@@ -146,17 +150,52 @@ def parallelize(graph: Graph, wafer: Wafer, spec: ParallelPlan | str) -> Paralle
     modes = layer_modes(graph, plan)
     sharding = propagate(graph, plan.mesh(), batch=batch, modes=modes)
     stages = assign_stages(graph, wafer, plan)
+    annotate(graph, plan, wafer.name, sharding, stages, ParallelLevel.SHARDED)
     return ParallelState(
         plan, wafer, batch, sharding, stages, span=span, diagnostics=list(sharding.notes)
     )
 
 
+def read_state(graph: Graph, wafer: Wafer) -> ParallelState:
+    """The state of a parallelised graph, from its annotations alone; ``wafer`` is the
+    wafer the plan was made for or its view. PlanError for a graph that is not
+    parallelised or whose header disagrees with its plan."""
+    plan = plan_of(graph)
+    assert graph.parallel is not None
+    view = resolve_view(wafer, plan, graph.parallel.wafer)
+    state = ParallelState(
+        plan, view, batch_size(graph, plan), sharding_from_ir(graph, plan),
+        stages_from_ir(graph, plan), span=SpanChoice(plan.span, view, wafer, auto=False),
+    )  # fmt: skip
+    if graph.parallel.level is ParallelLevel.COLLECTIVES:
+        state.collectives = collective_ops(graph)
+    layout = layout_from_ir(graph, "placed")
+    if layout is not None:
+        default = default_layout(state)
+        state.layout = default if default.cores == layout.cores else layout
+    return state
+
+
+def insert(graph: Graph, state: ParallelState) -> None:
+    """Insert the collectives (``insert-collectives``), unless they are in already."""
+    if state.collectives is None:
+        state.collectives = insert_collectives(graph, state.sharding, state.stages, state.plan)
+
+
+def default_layout(state: ParallelState) -> Layout:
+    plan = state.plan
+    return strip_layout(state.wafer, plan.pp, plan.ranks_per_stage, plan.mesh().dims[-1])
+
+
 def schedule(graph: Graph, state: ParallelState, layout: Layout | None = None) -> Program:
+    """Actors and per-core orders on ``layout`` (default: the strips), whose cores are
+    written onto the ops' regions."""
     plan = state.plan
     if layout is None:
-        layout = strip_layout(state.wafer, plan.pp, plan.ranks_per_stage, plan.mesh().dims[-1])
+        layout = default_layout(state)
     layout.check(state.wafer, plan.pp, plan.ranks_per_stage)
     state.layout = layout
+    annotate_layout(graph, layout)
     prog = build_program(graph, state.sharding, state.stages, plan, layout)
     state.program = prog
     return prog
@@ -218,7 +257,7 @@ def run_in_place(
     """``build_parallel_plan`` on ``g`` itself (collectives are inserted into it)."""
     model_flops = g.total_cost().flops
     state = parallelize(g, wafer, spec)
-    state.collectives = insert_collectives(g, state.sharding, state.stages, state.plan)
+    insert(g, state)
     schedule(g, state, layout)
     plan = lower(state)
     report = memory(state, check=check_memory)
@@ -271,10 +310,13 @@ __all__ = [
     "batch_size",
     "build_parallel_plan",
     "clone_graph",
+    "default_layout",
+    "insert",
     "lower",
     "make_result",
     "memory",
     "parallelize",
+    "read_state",
     "run_in_place",
     "schedule",
 ]

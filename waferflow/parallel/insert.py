@@ -28,14 +28,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from waferflow.ir.graph import Attrs, Cost, Graph, Op, Phase, Value
-from waferflow.ir.opkind import OpKind
-from waferflow.ir.sharding import MeshAxis, Partial, Placement, Replicated, Sharding, Split
+from waferflow.ir.opkind import COLLECTIVE, OpKind
+from waferflow.ir.parallel import AXES, ParallelLevel, needs_conversion, reads_value
+from waferflow.ir.sharding import (
+    PARTIAL,
+    REPLICATED,
+    MeshAxis,
+    Partial,
+    Placement,
+    Replicated,
+    Sharding,
+    Split,
+)
 from waferflow.parallel.plan_spec import GradReduce, ParallelPlan
 from waferflow.parallel.propagate import Conversion, OpSharding, ShardingResult
 from waferflow.parallel.stages import StageAssignment, layer_key, root_value
 
 K = OpKind
-_AXIS_ORDER = (MeshAxis.MB, MeshAxis.DP, MeshAxis.TP)
+_AXIS_ORDER = AXES
+_RANK_AXES = (MeshAxis.DP, MeshAxis.TP)
 
 
 @dataclass(frozen=True)
@@ -63,20 +74,62 @@ def _kind(src: Placement, dst: Placement, axis: MeshAxis, to_root: bool) -> OpKi
     return K.ALL_TO_ALL
 
 
+def conversions_from_ir(graph: Graph) -> list[Conversion]:
+    """The conversions the annotations imply: every operand whose sharding differs
+    from what its op needs (``needs_conversion``), in op order, and every graph output
+    that is a partial sum along ``dp`` or ``tp`` (``op`` None, ``operand`` the output's
+    index: an output is always reduced). A partial sum already reduced for an earlier
+    use is reduced once: later uses share that all-reduce (and slice it locally)."""
+    gp = graph.parallel
+    if gp is None:
+        return []
+    axes = gp.axes
+    out: list[Conversion] = []
+    reduced: set[tuple[int, MeshAxis]] = set()
+    for op in graph.ops:
+        par = op.par
+        if par is None or op.kind in COLLECTIVE or len(par.inputs) != len(op.operands):
+            continue
+        for i, (v, need) in enumerate(zip(op.operands, par.inputs, strict=True)):
+            if not reads_value(op, i):
+                continue
+            for a in axes:
+                have, want = v.sharding.get(a), need.get(a)
+                shared = (id(v), a) in reduced and not isinstance(want, Partial)
+                if shared and isinstance(have, Partial):
+                    out.append(Conversion(op, i, a, PARTIAL, REPLICATED))
+                    continue
+                if not needs_conversion(v, a, have, want):
+                    continue
+                out.append(Conversion(op, i, a, have, want))
+                if isinstance(have, Partial) and isinstance(want, Replicated):
+                    reduced.add((id(v), a))
+    for k, v in enumerate(graph.outputs):
+        for a in axes:
+            if a in _RANK_AXES and isinstance(v.sharding.get(a), Partial):
+                out.append(Conversion(None, k, a, PARTIAL, REPLICATED))
+    return out
+
+
 def insert_collectives(
     graph: Graph, sharding: ShardingResult, stages: StageAssignment, plan: ParallelPlan
 ) -> list[InsertedCollective]:
-    """Insert the collectives (mutating ``graph``, ``sharding`` and ``stages``)."""
-    by_use: dict[tuple[Op, int], list[Conversion]] = {}
-    for c in sharding.conversions:
+    """Insert the collectives the annotated graph needs (mutating ``graph``,
+    ``sharding`` and ``stages``) and re-annotate it at level ``collectives``."""
+    from waferflow.parallel.annotate import annotate  # annotate imports this module
+
+    by_use: dict[tuple[Op | None, int], list[Conversion]] = {}
+    for c in conversions_from_ir(graph):
         by_use.setdefault((c.op, c.operand), []).append(c)
     made: dict[tuple[int, MeshAxis, Placement, Placement, Placement | None], Value] = {}
     inserted: list[InsertedCollective] = []
     for (consumer, i), convs in by_use.items():
         convs.sort(key=lambda c: _AXIS_ORDER.index(c.axis))
-        v = consumer.operands[i]
-        to_opt = consumer.phase is Phase.OPT
+        v = consumer.operands[i] if consumer is not None else graph.outputs[i]
+        to_opt = consumer is not None and consumer.phase is Phase.OPT
         mb = next((c.dst for c in convs if c.axis is MeshAxis.MB), None)
+        if consumer is None and isinstance(sharding.of(v).get(MeshAxis.MB), Partial):
+            mb = REPLICATED  # a returned sum is accumulated over the micro-batches first
         for c in convs:
             if c.axis is MeshAxis.MB:
                 continue  # accumulated in place across micro-batches
@@ -88,7 +141,9 @@ def insert_collectives(
                 made[key] = new
             v = new
             mb = None  # accumulated once, before the first collective of the chain
-        if v is not consumer.operands[i]:
+        if consumer is None:
+            graph.outputs[i] = v
+        elif v is not consumer.operands[i]:
             ops = list(consumer.operands)
             ops[i] = v
             consumer.operands = tuple(ops)
@@ -98,7 +153,10 @@ def insert_collectives(
             continue
         for axis, dim in info.stats:
             _add_stats(graph, sharding, stages, op, axis, dim, inserted)
-    return _bucket(graph, sharding, stages, inserted)
+    out = _bucket(graph, sharding, stages, inserted)
+    view = graph.parallel.wafer if graph.parallel is not None else ""
+    annotate(graph, plan, view, sharding, stages, ParallelLevel.COLLECTIVES)
+    return out
 
 
 def _bucket(
@@ -243,4 +301,4 @@ def _add_stats(
     inserted.append(InsertedCollective(new, axis, s.get(axis), s.get(axis), dim))
 
 
-__all__ = ["InsertedCollective", "insert_collectives", "placement_text"]
+__all__ = ["InsertedCollective", "conversions_from_ir", "insert_collectives", "placement_text"]

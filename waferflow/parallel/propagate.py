@@ -35,6 +35,7 @@ from waferflow.ir.opkind import (
     REDUCTION,
     OpKind,
 )
+from waferflow.ir.parallel import VIEWISH, from_source, op_label
 from waferflow.ir.sharding import (
     PARTIAL,
     REPLICATED,
@@ -63,12 +64,8 @@ from waferflow.parallel.rule_base import (
 K = OpKind
 Rule = Callable[[Op, Sequence[AnyPlacement], AxisCtx], RuleOut]
 
-# ops whose result is a rearranged view of their first operand (an undecided
-# parameter stays undecided through them, and a decision maps back through them)
-VIEWISH = frozenset(
-    {K.VIEW, K.SQUEEZE, K.UNSQUEEZE, K.TRANSPOSE, K.PERMUTE, K.EXPAND, K.ALIAS,
-     K.DETACH, K.CLONE}
-)  # fmt: skip
+# VIEWISH (ir.parallel): ops whose result is a rearranged view of their first operand
+# (an undecided parameter stays undecided through them, a decision maps back through them)
 
 
 DEFERRABLE = ELEMENTWISE | OPTIMIZER
@@ -109,9 +106,10 @@ RULES: Mapping[OpKind, Rule] = _rules()
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Conversion:
-    """Operand ``operand`` of op ``op`` must go from ``src`` to ``dst`` along ``axis``."""
+    """Operand ``operand`` of op ``op`` must go from ``src`` to ``dst`` along ``axis``
+    (``op`` None: graph output ``operand``)."""
 
-    op: Op
+    op: Op | None
     operand: int
     axis: MeshAxis
     src: Placement
@@ -359,7 +357,7 @@ class _Engine:
             return cur  # type: ignore[return-value]
         if isinstance(cur, Replicated) and isinstance(need, Split):
             return need  # a local slice, no communication
-        if axis is not MeshAxis.MB and _from_source(v) and not isinstance(cur, Partial):
+        if axis is not MeshAxis.MB and from_source(v) and not isinstance(cur, Partial):
             return need  # inputs and weights are loaded as each rank needs them
         if axis is MeshAxis.MB and isinstance(cur, Split):
             raise PlanError(
@@ -444,12 +442,6 @@ class _Engine:
         return 0
 
 
-def _from_source(v: Value) -> bool:
-    while v.producer is not None and v.producer.kind in VIEWISH and v.producer.operands:
-        v = v.producer.operands[0]
-    return v.producer is not None and v.producer.is_source
-
-
 def _aligned_placement(
     want: Placement, operand: tuple[int, ...], out: tuple[int, ...]
 ) -> Placement:
@@ -494,9 +486,7 @@ def _inverse(v: Value, p: Placement, n: int) -> Placement | None:
 
 
 def _where(op: Op) -> str:
-    names = ", ".join(f"%{r.name}" for r in op.results)
-    mod = f" in {op.prov.module}" if op.prov.module else ""
-    return f"{names} = {op.kind.value}{mod}"
+    return op_label(op)
 
 
 __all__ = ["RULES", "VIEWISH", "Conversion", "OpSharding", "ShardingResult", "propagate"]

@@ -310,7 +310,8 @@ def stack(op: Op, ins: Sequence[AnyPlacement], ctx: AxisCtx) -> RuleOut:
 
 def reduction(op: Op, ins: Sequence[AnyPlacement], ctx: AxisCtx) -> RuleOut:
     """Sum / mean over a split dimension give a partial sum; other reductions over
-    it need the whole dimension; a split on a kept dimension survives."""
+    it need the whole dimension; a split on a kept dimension survives; a partial
+    operand is reduced first."""
     p = ins[0]
     src = shape(op.operands[0])
     rank = len(src)
@@ -328,8 +329,8 @@ def reduction(op: Op, ins: Sequence[AnyPlacement], ctx: AxisCtx) -> RuleOut:
         new = p.dim if keepdim else p.dim - sum(1 for d in reduced if d < p.dim)
         return RuleOut(keep(ins), [Split(new, p.block)] * out_n, True)
     if is_p(p):
-        if linear and not scan:
-            return RuleOut(keep(ins), [PARTIAL] * out_n, False)
+        # a partial sum is reduced before any reduction reads it (as before a graph
+        # output): the verifier refuses a reduction of a partial value
         return replicate_all(op, ins)
     return RuleOut(keep(ins), [REPLICATED] * out_n, False)
 

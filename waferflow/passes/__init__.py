@@ -17,7 +17,13 @@ from waferflow.passes.base import (
     Severity,
     option,
 )
-from waferflow.passes.manager import PassFailure, PassManager, PassRecord, format_timing
+from waferflow.passes.manager import (
+    PassFailure,
+    PassManager,
+    PassRecord,
+    check_pass_names,
+    format_timing,
+)
 from waferflow.passes.pipeline import (
     PipelineSyntaxError,
     format_option_value,
@@ -42,11 +48,16 @@ _import_pass_modules()
 
 
 def describe_passes() -> str:
-    """Every registered pass, sorted: name and summary, then one line per option
-    with its type, default and help."""
+    """Every registered pass, sorted: name and summary; whether it needs a wafer and
+    what of the IR it reads and writes; then one line per option with its type,
+    default and help."""
     blocks: list[str] = []
     for cls in all_passes():
-        lines = [f"{cls.name} - {cls.summary}"]
+        wafer = "needs a wafer (--wafer); " if cls.needs_wafer else ""
+        lines = [
+            f"{cls.name} - {cls.summary}",
+            f"    {wafer}reads {cls.reads}; writes {cls.writes}",
+        ]
         specs = cls.option_specs()
         width = max((len(spec.describe()) for spec in specs), default=0)
         for spec in specs:
@@ -69,6 +80,7 @@ __all__ = [
     "PipelineSyntaxError",
     "Severity",
     "all_passes",
+    "check_pass_names",
     "describe_passes",
     "format_option_value",
     "format_pipeline",

@@ -21,6 +21,8 @@ class AnnotateCost(Pass):
     """Fill in missing op costs (FLOPs, bytes) from shapes by IR-level rules."""
 
     name: ClassVar[str] = "annotate-cost"
+    reads: ClassVar[str] = "the ops' kinds, attributes and shapes"
+    writes: ClassVar[str] = "op costs"
     overwrite: bool = option(False, "recompute every op's cost, not only missing ones")
 
     def apply(self, ctx: PassContext, graph: Graph) -> Graph:

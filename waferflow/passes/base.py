@@ -95,6 +95,11 @@ class Pass:
 
     name: ClassVar[str]
     summary: ClassVar[str]
+    # what ``waferflow passes`` says of it: whether it needs a target wafer, and what
+    # of the IR it reads and writes (its effect on the printed graph)
+    needs_wafer: ClassVar[bool] = False
+    reads: ClassVar[str] = "the ops"
+    writes: ClassVar[str] = "the ops"
 
     def __post_init__(self) -> None:
         for spec in self.option_specs():
@@ -183,7 +188,9 @@ class PassContext:
 
     ``results`` holds analysis results keyed by the name of the pass that made
     them; read them back with ``get_result(key, Type)``, which checks the type,
-    so a later pass never works on a result of the wrong kind.
+    so a later pass never works on a result of the wrong kind. They are products
+    for the caller (an actor plan, a memory report) and caches: a pass's decisions
+    are in the IR, and no later pass needs a result to continue from the IR alone.
     """
 
     wafer: Wafer | None = None

@@ -37,6 +37,7 @@ class Canonicalize(Pass):
     """Remove no-op views, copies and bookkeeping ops; resolve static getitems."""
 
     name: ClassVar[str] = "canonicalize"
+    writes: ClassVar[str] = "the ops (no-op views, copies and bookkeeping removed)"
     drop_bookkeeping: bool = option(True, "remove ASSERT and METADATA ops")
 
     def apply(self, ctx: PassContext, graph: Graph) -> Graph:

@@ -27,6 +27,7 @@ class DeadCodeElimination(Pass):
     """Remove ops whose results no graph output needs."""
 
     name: ClassVar[str] = "dce"
+    writes: ClassVar[str] = "the ops (those no output needs removed)"
     keep_sources: bool = option(True, "keep unused INPUT, PARAM and BUFFER ops")
 
     def apply(self, ctx: PassContext, graph: Graph) -> Graph:

@@ -9,8 +9,9 @@ used outside the group is never hidden, and the graph stays acyclic.
 
 The FUSED op takes the root's place and result values; its operands are the
 group's external inputs (in order of first use); ``ops`` lists the member kinds
-in op order (a FUSED member contributes its own list); provenance is the first
-member's. Cost: FLOPs are summed over the members (a member with no cost yet is
+in op order (a FUSED member contributes its own list) and, when any member has
+attributes, ``member_attrs`` lists each member's as ``[key, value]`` pairs, in the
+same order (a fused ``mul`` keeps its scalar); provenance is the first member's. Cost: FLOPs are summed over the members (a member with no cost yet is
 counted by annotate-cost's rule), bytes read are the external inputs' bytes and
 bytes written the result's: the intermediates no longer go through memory.
 """
@@ -18,12 +19,14 @@ bytes written the result's: the intermediates no longer go through memory.
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 from waferflow.errors import PassError
-from waferflow.ir.graph import Attrs, Cost, Graph, Op, Value
+from waferflow.ir.graph import Attrs, AttrValue, Cost, Graph, Op, Value
 from waferflow.ir.opkind import ELEMENTWISE, OpKind
+from waferflow.ir.parallel import sorted_axes
+from waferflow.ir.sharding import Sharding
 from waferflow.passes.base import Pass, PassContext, option
 from waferflow.passes.cost_rules import ir_flops
 from waferflow.passes.registry import register_pass
@@ -56,6 +59,7 @@ class FuseElementwise(Pass):
     """Fold chains and single-consumer DAGs of elementwise ops into FUSED ops."""
 
     name: ClassVar[str] = "fuse-elementwise"
+    writes: ClassVar[str] = "the ops (elementwise groups become fused ops)"
     max: int = option(16, "most ops in one fused group")
 
     def check_options(self) -> None:
@@ -125,31 +129,54 @@ class FuseElementwise(Pass):
         return members
 
 
+def _member_attrs(op: Op) -> list[AttrValue]:
+    """One entry per fused kind: that member's attributes as ``[key, value]`` pairs."""
+    if op.kind is OpKind.FUSED:
+        nested = op.attrs.get("member_attrs")
+        if isinstance(nested, tuple) and len(nested) == len(_kinds(op)):
+            return list(nested)
+        return [()] * len(_kinds(op))
+    return [tuple((k, v) for k, v in op.attrs)]
+
+
 def _rewrite(graph: Graph, group: list[Op]) -> None:
     """Turn the last op of ``group`` (in op order) into the FUSED op of the group."""
     root = group[-1]
     ids = {id(m) for m in group}
     inputs: list[Value] = []
+    needs: list[Sharding] = []  # what the group needs of each input (a parallel graph)
     seen: set[int] = set()
     kinds: list[str] = []
+    members: list[AttrValue] = []
     flops = 0
     for m in group:
-        for v in m.operands:
+        for i, v in enumerate(m.operands):
             if (v.producer is None or id(v.producer) not in ids) and id(v) not in seen:
                 seen.add(id(v))
                 inputs.append(v)
+                needs.append(m.par.inputs[i] if m.par is not None else v.sharding)
         kinds.extend(_kinds(m))
+        members.extend(_member_attrs(m))
         flops += m.cost.flops if m.cost != Cost() else ir_flops(m)
     cost = Cost(
         flops=flops,
         bytes_read=sum(v.type.nbytes for v in inputs),
         bytes_written=sum(v.type.nbytes for v in root.results),
     )
+    # members keep their attributes (a fused `mul` keeps its 1/sqrt(d) scalar)
+    attrs = Attrs.of(ops=tuple(kinds))
+    if any(members):
+        attrs = attrs.with_(member_attrs=tuple(members))
+    par = root.par
+    if par is not None:
+        divided = {a for m in group if m.par is not None for a in m.par.divided}
+        par = replace(par, inputs=tuple(needs), divided=sorted_axes(divided))
     graph.replace_op(
         root,
         kind=OpKind.FUSED,
         operands=tuple(inputs),
-        attrs=Attrs.of(ops=tuple(kinds)),
+        attrs=attrs,
         cost=cost,
         prov=group[0].prov,
+        par=par,
     )

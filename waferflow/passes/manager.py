@@ -1,11 +1,14 @@
 """The PassManager: runs a pipeline, prints IR, times passes, verifies, blames.
 
 In the spirit of ``mlir-opt``: ``print_ir_after_all`` / ``print_ir_after`` write
-``// -----// IR Dump After <pass> //----- //`` and the IR; ``time_passes`` prints a
-wall-time table at the end; ``verify_each`` runs the IR verifier on the input and
-after every pass. A pass that raises, or leaves IR the verifier rejects, becomes a
-``PassFailure`` naming the pass and the passes that ran before it, with the IR from
-before the pass on the error.
+``// -----// IR Dump After <pass> //----- //`` and the IR (``print_ir_after_change``:
+only when the pass changed it), ``print_ir_before_all`` / ``print_ir_before`` the same
+before a pass, ``print_ir_after_failure`` the IR a failing pass left; ``time_passes``
+prints a wall-time table at the end; ``verify`` runs the IR verifier on the input and
+the output, ``verify_each`` on the input and after every pass. Pass names given to the
+dump options must be registered and in the pipeline. A pass that raises, or leaves IR
+the verifier rejects, becomes a ``PassFailure`` naming the pass and the passes that ran
+before it, with the IR from before the pass on the error.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from waferflow.ir.graph import Graph
 from waferflow.ir.printer import print_graph
 from waferflow.passes.base import Pass, PassContext
 from waferflow.passes.pipeline import format_pass, parse_pipeline
-from waferflow.passes.registry import get_pass
+from waferflow.passes.registry import did_you_mean, get_pass, unknown_pass_message
 
 Verifier = Callable[[Graph], None]
 Clock = Callable[[], float]
@@ -63,8 +66,29 @@ class PassFailure(PassError):
         self.ir_after = ir_after
 
 
-def dump_header(pass_name: str) -> str:
-    return f"// -----// IR Dump After {pass_name} //----- //"
+def dump_header(pass_name: str, when: str = "After") -> str:
+    """``// -----// IR Dump After canonicalize //----- //`` (``when``: After, Before, After
+    ... Failed)."""
+    if when == "Failed":
+        return f"// -----// IR Dump After {pass_name} Failed //----- //"
+    return f"// -----// IR Dump {when} {pass_name} //----- //"
+
+
+def check_pass_names(names: Collection[str], passes: Sequence[Pass], option: str) -> None:
+    """PassError unless every name is a registered pass that ``passes`` runs (a typo
+    would otherwise print nothing), with a did-you-mean."""
+    running = [p.name for p in passes]
+    for name in sorted(names):
+        try:
+            get_pass(name)
+        except PassError:
+            raise PassError(unknown_pass_message(name, f" in {option}")) from None
+        if name not in running:
+            listed = ", ".join(dict.fromkeys(running)) or "(none)"
+            raise PassError(
+                f"{option} {name}: the pipeline does not run {name!r};"
+                f"{did_you_mean(name, running)} it runs: {listed}"
+            )
 
 
 class PassManager:
@@ -87,15 +111,25 @@ class PassManager:
         out: TextIO | None = None,
         verifier: Verifier | None = None,
         clock: Clock = time.perf_counter,
+        verify: bool = False,
+        print_ir_before_all: bool = False,
+        print_ir_before: Collection[str] = frozenset(),
+        print_ir_after_change: bool = False,
+        print_ir_after_failure: bool = False,
     ) -> None:
         self.passes: list[Pass] = (
             parse_pipeline(passes) if isinstance(passes, str) else list(passes)
         )
-        for name in sorted(print_ir_after):
-            get_pass(name)  # a typo here would silently print nothing
+        check_pass_names(print_ir_after, self.passes, "--print-ir-after")
+        check_pass_names(print_ir_before, self.passes, "--print-ir-before")
         self.verify_each = verify_each
+        self.verify = verify
         self.print_ir_after_all = print_ir_after_all
         self.print_ir_after = frozenset(print_ir_after)
+        self.print_ir_before_all = print_ir_before_all
+        self.print_ir_before = frozenset(print_ir_before)
+        self.print_ir_after_change = print_ir_after_change
+        self.print_ir_after_failure = print_ir_after_failure
         self.time_passes = time_passes
         self._out = out
         self._verifier = verifier
@@ -124,7 +158,7 @@ class PassManager:
         """Run every pass on ``graph``; returns the final graph (maybe the same object)."""
         ctx = ctx if ctx is not None else PassContext()
         self.records = []
-        if self.verify_each:
+        if self.verify_each or self.verify:
             try:
                 self._verify(graph)
             except VerificationError as exc:
@@ -133,8 +167,11 @@ class PassManager:
                 ) from exc
         ran: list[str] = []
         ir_text: str | None = None  # printed IR of `graph`, when we already have it
-        for p in self.passes:
+        last = len(self.passes) - 1
+        for index, p in enumerate(self.passes):
             ir_before = ir_text if ir_text is not None else print_graph(graph)
+            if self.print_ir_before_all or p.name in self.print_ir_before:
+                self.out.write(f"{dump_header(p.name, 'Before')}\n{ir_before}\n")
             ops_before = len(graph.ops)
             t0 = self._clock()
             try:
@@ -142,17 +179,20 @@ class PassManager:
                 if not isinstance(result, Graph):
                     raise TypeError(f"apply() returned {type(result).__name__}, not a Graph")
             except Exception as exc:
+                self._dump_failure(p.name, graph)
                 raise self._failure(p, ran, ir_before, None, exc) from exc
             seconds = self._clock() - t0
             graph = result
             verify_seconds = 0.0
             ir_text = None
-            if self.verify_each:
+            if self.verify_each or (self.verify and index == last):
                 t1 = self._clock()
                 try:
                     self._verify(graph)
                 except VerificationError as exc:
                     ir_after = print_graph(graph)
+                    if self.print_ir_after_failure:
+                        self.out.write(f"{dump_header(p.name, 'Failed')}\n{ir_after}\n")
                     raise self._failure(p, ran, ir_before, ir_after, exc) from exc
                 verify_seconds = self._clock() - t1
             self.records.append(
@@ -163,10 +203,21 @@ class PassManager:
             ran.append(p.name)
             if self.print_ir_after_all or p.name in self.print_ir_after:
                 ir_text = print_graph(graph)
-                self.out.write(f"{dump_header(p.name)}\n{ir_text}\n")
+                if not self.print_ir_after_change or ir_text != ir_before:
+                    self.out.write(f"{dump_header(p.name)}\n{ir_text}\n")
         if self.time_passes:
             self.out.write(format_timing(self.records))
         return graph
+
+    def _dump_failure(self, pass_name: str, graph: Graph) -> None:
+        """With ``print_ir_after_failure``: the IR as the failing pass left it."""
+        if not self.print_ir_after_failure:
+            return
+        try:
+            text = print_graph(graph)
+        except Exception as exc:  # a pass may leave a graph too broken to print
+            text = f"(the IR cannot be printed: {exc})\n"
+        self.out.write(f"{dump_header(pass_name, 'Failed')}\n{text}\n")
 
     @staticmethod
     def _failure(

@@ -3,7 +3,8 @@
 ``parallel-lowering{plan="dp=2,tp=4,pp=2,microbatches=4"}`` runs parallelize,
 insert-collectives, schedule, lower-collectives and plan-memory on the graph and
 stores a ``ParallelResult`` (the actor ``Plan``, the memory report, diagnostics)
-under ``parallel-lowering``. The graph keeps the inserted collectives.
+under ``parallel-lowering``. The graph keeps what they wrote: the plan header,
+shardings, stages, micro-batch modes, collectives and regions.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ class ParallelLowering(Pass):
     """Parallelize, insert and lower collectives, schedule and check memory in one go."""
 
     name: ClassVar[str] = "parallel-lowering"
+    needs_wafer: ClassVar[bool] = True
+    reads: ClassVar[str] = "the ops, their costs and module paths"
+    writes: ClassVar[str] = "what parallelize, insert-collectives and schedule write"
     plan: str = option("dp=1", 'the parallel plan, e.g. "dp=2,tp=4,pp=2,microbatches=4"')
     check_memory: bool = option(True, "fail when the plan does not fit in SRAM")
 

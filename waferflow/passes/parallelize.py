@@ -1,11 +1,12 @@
 """parallelize: choose how the step is cut over dp x tp x pp ranks.
 
 Runs sharding propagation (every value's placement along dp / tp / mb, parameters
-split Megatron-style) and the pipeline stage cut; the result is a ``ParallelState``
-stored under ``parallelize`` for ``insert-collectives``, ``schedule``,
-``lower-collectives`` and ``plan-memory``. The graph itself is not changed.
-Fallbacks (an op replicated for want of a rule) become warnings. Needs a wafer.
-See docs/parallel.md.
+split Megatron-style) and the pipeline stage cut, and writes them onto the graph:
+the plan in its header (``parallel(plan=..., wafer=..., ...)``), each value's
+sharding after its type, each op's stage, micro-batch mode and operand placements
+(``par(...)``). ``insert-collectives``, ``schedule``, ``lower-collectives`` and
+``plan-memory`` read them from there. Fallbacks (an op replicated for want of a
+rule) become warnings. Needs a wafer. See docs/parallel.md.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from waferflow.parallel.plan_spec import (
     PipelineSchedule,
     parse_plan,
 )
+from waferflow.passes._parallel_ctx import store_state
 from waferflow.passes.base import Pass, PassContext, option
 from waferflow.passes.registry import register_pass
 
@@ -35,6 +37,12 @@ class Parallelize(Pass):
     """Shard the step over dp x tp x pp ranks with micro-batches (shardings, stages)."""
 
     name: ClassVar[str] = "parallelize"
+    needs_wafer: ClassVar[bool] = True
+    reads: ClassVar[str] = "the ops, their costs and module paths"
+    writes: ClassVar[str] = (
+        "the plan header parallel(...), each value's sharding, each op's stage, "
+        "micro-batch mode and operand placements par(...)"
+    )
     dp: int = option(1, "data-parallel replicas")
     tp: int = option(1, "tensor-parallel ranks")
     pp: int = option(1, "pipeline stages")
@@ -71,4 +79,5 @@ class Parallelize(Pass):
         for note in state.diagnostics:
             ctx.warn(self.name, note)
         ctx.put_result(self.name, state)
+        store_state(ctx, graph, state)
         return graph

@@ -69,20 +69,22 @@ from waferflow.mapper.placement import (
     solve_floorplan,
     work_strips,
 )
+from waferflow.parallel.annotate import annotate_layout
 from waferflow.parallel.driver import (
     ParallelResult,
     ParallelState,
     clone_graph,
+    insert,
     lower,
     make_result,
     memory,
     parallelize,
     schedule,
 )
-from waferflow.parallel.insert import insert_collectives
 from waferflow.parallel.layout import Layout, strip_layout
 from waferflow.parallel.layout import snake as snake_walk
 from waferflow.parallel.memory import MemoryReport, check_fits
+from waferflow.passes._parallel_ctx import load_state, store_state
 from waferflow.passes.base import Pass, PassContext, option
 from waferflow.passes.place_actors import place_actors
 from waferflow.passes.place_result import (
@@ -308,13 +310,14 @@ def place_parallel(
     cannot take."""
     g = clone_graph(graph)
     state = parallelize(g, wafer, spec)
-    state.collectives = insert_collectives(g, state.sharding, state.stages, state.plan)
+    insert(g, state)
     return place_state(g, state, options or PlaceOptions())
 
 
 def place_state(graph: Graph, state: ParallelState, options: PlaceOptions) -> PlacedResult:
     """``place_parallel`` on a state after ``parallelize`` and ``insert-collectives``
-    (the ``place`` pass); leaves the kept layout, program, plan and memory in ``state``."""
+    (the ``place`` pass); writes the kept layout onto the graph's regions and leaves
+    it, its program, plan and memory in ``state``."""
     t0 = time.perf_counter()
     wafer = state.wafer
     crossbar = wafer.topology is Topology.CROSSBAR
@@ -346,6 +349,7 @@ def place_state(graph: Graph, state: ParallelState, options: PlaceOptions) -> Pl
             _refine(run, options)
     assert run.best is not None
     _, built, chosen = run.best
+    annotate_layout(graph, built.layout)
     state.layout, state.program, state.actor_plan = built.layout, built.program, built.plan
     state.meta, state.records, state.memory = built.meta, built.records, built.memory
     plan = built.plan
@@ -500,8 +504,14 @@ class Place(Pass):
     """Place the plan on the wafer with CP-SAT (floorplan, tiling, LNS) vs baselines."""
 
     name: ClassVar[str] = "place"
+    needs_wafer: ClassVar[bool] = True
+    reads: ClassVar[str] = "the annotations (or, unparallelised, the ops: one actor each)"
+    writes: ClassVar[str] = (
+        "each op's region on=[...] (the kept placement); unparallelised, nothing "
+        "(the placed actor plan is a result)"
+    )
     time: float = option(10.0, "deterministic seconds for the solvers")
-    seed: int = option(0, "solver seed")
+    seed: int = option(-1, "solver seed (-1: the run's seed, `opt --seed`)")
     workers: int = option(1, "CP-SAT workers (more than 1 is not reproducible)")
     dead_cores: str = option("auto", "auto | obstacle | idle: dead cores in floorplans")
     evaluate: str = option("auto", "auto | simulate | estimate: how candidates are timed")
@@ -509,10 +519,11 @@ class Place(Pass):
     route: str = option("xy", "xy | yx | balance | none: route the kept plan")
     export: str = option("", "write the first CP-SAT model to this file")
 
-    def options(self) -> PlaceOptions:
+    def options(self, run_seed: int = 0) -> PlaceOptions:
         policy = None if self.dead_cores == "auto" else DeadCores(self.dead_cores)
         return PlaceOptions(
-            time_limit=self.time, seed=self.seed, num_workers=self.workers,
+            time_limit=self.time, seed=self.seed if self.seed >= 0 else run_seed,
+            num_workers=self.workers,
             export_model=Path(self.export) if self.export else None, dead_cores=policy,
             evaluate=self.evaluate, refine=self.refine, route=self.route,
         )  # fmt: skip
@@ -530,21 +541,21 @@ class Place(Pass):
 
     def apply(self, ctx: PassContext, graph: Graph) -> Graph:
         wafer = ctx.require_wafer(self.name)
-        state = ctx.find_result("parallelize", ParallelState)
-        if state is not None:
-            if state.collectives is None:
-                state.collectives = insert_collectives(
-                    graph, state.sharding, state.stages, state.plan
-                )
-            result = place_state(graph, state, self.options())
+        if graph.parallel is not None:
+            state = load_state(ctx, graph, self.name)
+            insert(graph, state)
+            result = place_state(graph, state, self.options(ctx.seed))
             for key in ("schedule", "lower-collectives"):
                 ctx.put_result(key, state)
             assert state.memory is not None
             ctx.put_result("plan-memory", state.memory)
+            store_state(ctx, graph, state)
         else:
             from waferflow.passes.lower_plan import lower_to_plan
 
-            result = place_actors(lower_to_plan(graph, wafer), wafer, options=self.options())
+            result = place_actors(
+                lower_to_plan(graph, wafer), wafer, options=self.options(ctx.seed)
+            )
         ctx.note(self.name, f"kept {result.chosen}; {len(result.candidates)} candidates compared")
         ctx.put_result(self.name, result)
         return graph

@@ -255,19 +255,24 @@ def routes_touch_dead(plan: Plan, wafer: Wafer) -> list[int]:
     return [m.id for m in plan.messages if m.route is not None and dead & set(m.route)]
 
 
-def _plan_in_context(ctx: PassContext) -> tuple[Plan, str]:
-    from waferflow.parallel.driver import ParallelState  # only a type check here
+def _plan_in_context(ctx: PassContext, graph: Graph) -> Plan:
+    """The placed plan: a parallel graph's, from its regions (lowered again when the
+    context does not hold it); an unparallelised graph's, from ``place``'s result."""
+    from waferflow.passes._parallel_ctx import ensure_lowered, load_state, store_state
     from waferflow.passes.place import PlacedResult
 
+    if graph.parallel is not None:
+        state = load_state(ctx, graph, "route")
+        ensure_lowered(graph, state)
+        store_state(ctx, graph, state)
+        assert state.actor_plan is not None
+        return state.actor_plan
     placed = ctx.find_result("place", PlacedResult)
     if placed is not None:
-        return placed.plan, "place"
-    state = ctx.find_result("lower-collectives", ParallelState)
-    if state is not None and state.actor_plan is not None:
-        return state.actor_plan, "lower-collectives"
+        return placed.plan
     raise PassError(
-        "pass 'route' needs a placed plan; run 'place' (or 'lower-collectives') earlier in "
-        "the pipeline"
+        "pass 'route' needs a placed plan: parallelize and schedule (or place) the graph, "
+        "or run 'place' earlier in the pipeline"
     )
 
 
@@ -277,6 +282,9 @@ class Route(Pass):
     """Give every message of the placed plan an explicit route; report link loads."""
 
     name: ClassVar[str] = "route"
+    needs_wafer: ClassVar[bool] = True
+    reads: ClassVar[str] = "the regions (or place's actor plan, unparallelised)"
+    writes: ClassVar[str] = "nothing in the graph (routes go into the actor plan, a result)"
     order: str = option("xy", "xy | yx | balance (per message, XY or YX to even out links)")
 
     def check_options(self) -> None:
@@ -287,7 +295,7 @@ class Route(Pass):
 
     def apply(self, ctx: PassContext, graph: Graph) -> Graph:
         wafer = ctx.require_wafer(self.name)
-        plan, _ = _plan_in_context(ctx)
+        plan = _plan_in_context(ctx, graph)
         routed, report = route_plan(plan, wafer, order=self.order)
         ctx.note(self.name, report.summary())
         ctx.put_result(self.name, RoutedPlan(routed, report))
