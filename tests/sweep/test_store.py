@@ -1,12 +1,12 @@
-"""The journal keeps whole rows only (a torn last line is dropped and cut off), and
-tables are written whole or not at all."""
+"""The journal keeps whole rows only (a torn last line is dropped and cut off); CSV
+cells."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from waferflow.sweep.store import JOURNAL, Journal, cell, csv_text, write_atomic
+from waferflow.sweep.store import JOURNAL, Journal, cell, csv_text
 
 
 def test_torn_last_line_is_dropped_and_cut_off_before_appending(tmp_path: Path) -> None:
@@ -31,14 +31,6 @@ def test_a_rerun_row_replaces_the_earlier_one_and_nan_is_null(tmp_path: Path) ->
     assert Journal(tmp_path).rows == {"a": {"status": "ok", "v": 1.0}}
     first = json.loads((tmp_path / JOURNAL).read_text().splitlines()[0])
     assert first["row"]["v"] is None
-
-
-def test_write_atomic_replaces_whole_and_leaves_no_temporary(tmp_path: Path) -> None:
-    out = tmp_path / "deep" / "t.csv"
-    write_atomic(out, "old\n")
-    write_atomic(out, b"new\n")
-    assert out.read_text() == "new\n"
-    assert sorted(p.name for p in out.parent.iterdir()) == ["t.csv"]
 
 
 def test_csv_cells() -> None:

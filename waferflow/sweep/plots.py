@@ -6,7 +6,7 @@
 * ``heatmap_<a>_<b>.png`` when two or more numeric inputs vary: step time over the
   first two, one panel per model (and per value of the other varied inputs).
 
-Failed jobs are left out. Figures are written through ``store.write_atomic``.
+Failed jobs are left out. Figures are written through ``waferflow.outputs.write_output``.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from waferflow.outputs import write_output
 from waferflow.sweep.spec import Sweep
-from waferflow.sweep.store import write_atomic
 
 MAX_PANELS = 12
 _METADATA = {"Software": None}  # no version string: the same rows give the same bytes
@@ -63,7 +63,7 @@ def _save(fig: Any, path: Path) -> Path:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110, metadata=_METADATA)
     fig.clear()
-    return write_atomic(path, buf.getvalue())
+    return write_output(path, buf.getvalue())
 
 
 def plot_sweep(sweep: Sweep, rows: list[dict[str, Any]]) -> list[Path]:

@@ -8,8 +8,9 @@ either wholly in the journal or not at all. Jobs are keyed by a hash of their in
 and the waferflow version (``Job.key``): a rerun skips the keys it finds.
 
 ``results.csv`` (and ``results.parquet`` when pyarrow is installed) are written from
-the journal, in the sweep's job order, each through ``write_atomic`` (a temporary
-file in the same folder, then ``os.replace``): a reader never sees half a table.
+the journal, in the sweep's job order, each through ``waferflow.outputs.write_output``
+(a temporary file in the same folder, then ``os.replace``): a reader never sees half
+a table.
 """
 
 from __future__ import annotations
@@ -19,30 +20,12 @@ import io
 import json
 import math
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 JOURNAL = "results.jsonl"
 CSV = "results.csv"
 PARQUET = "results.parquet"
-
-
-def write_atomic(path: Path, data: str | bytes) -> Path:
-    """Write ``data`` to ``path`` whole or not at all (temp file + ``os.replace``)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    raw = data.encode("utf-8") if isinstance(data, str) else data
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(raw)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
 
 
 class Journal:
@@ -130,5 +113,4 @@ def _arrow_column(pa: Any, values: list[Any]) -> Any:
     return pa.array(values)
 
 
-__all__ = ["CSV", "JOURNAL", "PARQUET", "Journal", "cell", "csv_text", "parquet_bytes",
-           "write_atomic"]  # fmt: skip
+__all__ = ["CSV", "JOURNAL", "PARQUET", "Journal", "cell", "csv_text", "parquet_bytes"]
