@@ -55,7 +55,8 @@ class Journal:
     def append(self, key: str, row: dict[str, Any]) -> None:
         """Record a finished row: one write of one whole line, flushed to disk."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        line = json.dumps({"key": key, "row": _jsonable(row)}, separators=(",", ":")) + "\n"
+        row = _jsonable(row)  # as a later run will read it back
+        line = json.dumps({"key": key, "row": row}, separators=(",", ":")) + "\n"
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             os.write(fd, line.encode("utf-8"))
