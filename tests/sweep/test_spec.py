@@ -62,6 +62,12 @@ override.faults.random_dead_fraction = 0.25
     assert cols["faults.random_dead_fraction"] == 0.25  # no such field in a wafer: as given
 
 
+def test_list_valued_overrides_vary(write_sweep) -> None:
+    s = load_sweep(write_sweep("[grid]\noverride.faults.dead_cores = [[[0, 1]], [[2, 2], [3, 3]]]"))
+    assert s.varied == ("faults.dead_cores",)
+    assert [len(wafer_of(j).dead_cores) for j in s.jobs] == [1, 2]
+
+
 def test_keys_follow_inputs_and_version_not_position(write_sweep) -> None:
     a = load_sweep(write_sweep('[grid]\nplan = ["auto", "none"]', name="a")).jobs
     b = load_sweep(write_sweep('[grid]\nplan = ["none", "auto"]', name="b")).jobs

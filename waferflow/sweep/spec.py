@@ -390,8 +390,8 @@ INPUT_FIELDS = tuple(
 def _varied(jobs: tuple[Job, ...], paths: tuple[str, ...]) -> tuple[str, ...]:
     out = [name for name in INPUT_FIELDS if name != "index"
            and len({getattr(j, name) for j in jobs}) > 1]  # fmt: skip
-    for p in paths:
-        if len({dict(j.override).get(p) for j in jobs}) > 1:
+    for p in paths:  # values may be lists (faults.dead_cores): compared as JSON
+        if len({json.dumps(dict(j.override).get(p), sort_keys=True) for j in jobs}) > 1:
             out.append(p)
     return tuple(out)
 
