@@ -24,6 +24,7 @@ from waferflow.parallel.plan_spec import (
     Granularity,
     ParallelPlan,
     PipelineSchedule,
+    StageCut,
     parse_plan,
 )
 from waferflow.passes._parallel_ctx import store_state
@@ -56,6 +57,7 @@ class Parallelize(Pass):
     group: Granularity = option(Granularity.MODULE, "ops per actor: op, module or layer")
     overlap: bool = option(True, "interleave gradient reduction with the backward")
     span: int = option(SPAN_AUTO, "each rank runs on span x span nodes (0: auto)")
+    cut: StageCut = option(StageCut.BALANCED, "pipeline stages: balanced, or one per layer")
     plan: str = option("", 'the whole plan as one string, e.g. "dp=2,tp=4" (overrides)')
 
     def spec(self) -> ParallelPlan:
@@ -74,7 +76,7 @@ class Parallelize(Pass):
         wafer = ctx.require_wafer(self.name)
         state = parallelize(graph, wafer, self.spec())
         if state.span is not None and state.span.span > 1:
-            ctx.note(self.name, state.span.describe(state.plan.num_ranks))
+            ctx.note(self.name, state.span.describe(state.ranks))
             ctx.wafer = state.wafer  # later passes work on the view the plan runs on
         for note in state.diagnostics:
             ctx.warn(self.name, note)
