@@ -6,7 +6,7 @@
 * ``heatmap_<a>_<b>.png`` when two or more numeric inputs vary: step time over the
   first two, one panel per model (and per value of the other varied inputs).
 
-Failed jobs are left out. Figures are written through ``waferflow.outputs.write_output``.
+Failed jobs are left out. Each figure is written atomically (``fileio.write_bytes``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from waferflow.outputs import write_output
+from waferflow.fileio import write_bytes
 from waferflow.sweep.spec import Sweep
 
 MAX_PANELS = 12
@@ -63,7 +63,7 @@ def _save(fig: Any, path: Path) -> Path:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110, metadata=_METADATA)
     fig.clear()
-    return write_output(path, buf.getvalue())
+    return write_bytes(path, buf.getvalue())
 
 
 def plot_sweep(sweep: Sweep, rows: list[dict[str, Any]]) -> list[Path]:

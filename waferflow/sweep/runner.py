@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from waferflow.errors import WaferflowError
-from waferflow.outputs import write_output
+from waferflow.fileio import write_bytes, write_text
 from waferflow.sweep.job import INPUT_COLUMNS, INPUT_TAIL, OUTPUT_COLUMNS, run_job
 from waferflow.sweep.progress import Progress
 from waferflow.sweep.spec import Job, Sweep
@@ -120,10 +120,10 @@ def _write_outputs(sweep: Sweep, journal: Journal, keys: dict[int, str], *, plot
         row = journal.rows.get(keys[job.index])
         if row is not None:
             rows.append({**row, "index": job.index})
-    out = [write_output(sweep.output / CSV, csv_text(cols, rows))]
+    out = [write_text(sweep.output / CSV, csv_text(cols, rows))]
     data = parquet_bytes(cols, rows)
     if data is not None:
-        out.append(write_output(sweep.output / PARQUET, data))
+        out.append(write_bytes(sweep.output / PARQUET, data))
     if plots and rows:
         from waferflow.sweep.plots import plot_sweep
 

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from waferflow.errors import ConfigError, WaferflowError
+from waferflow.fileio import read_text, short
 from waferflow.ir.target import Wafer, get_wafer
 from waferflow.ir.target.toml_io import wafer_from_doc, wafer_to_doc, wafer_to_toml
 
@@ -272,15 +273,17 @@ def load_sweep(path: str | Path, output: str | Path | None = None) -> Sweep:
     """Read and check a sweep file; every job's wafer and model is checked too."""
     file = Path(path)
     try:
-        text = file.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such sweep file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{path}: cannot read: {e}") from None
+        text = read_text(file, "sweep file", "see examples/sweep_d2d.toml")
+    except WaferflowError as e:  # missing, a folder, unreadable, not UTF-8
+        raise ConfigError(str(e)) from None
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{path}: malformed TOML: {e}") from None
+    except ValueError as e:  # an integer of more than 4,300 digits
+        raise ConfigError(f"{path}: malformed TOML: {short(str(e), 100)}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: malformed TOML: arrays or tables nested too deeply") from None
     try:
         return _read(doc, file, output)
     except ConfigError as e:

@@ -1,16 +1,16 @@
 """Where a sweep keeps its rows: an append-only journal, and the tables made from it.
 
 ``results.jsonl`` holds one line per finished job (``{"key": ..., "row": {...}}``),
-written with a single ``write`` on a file opened for appending and flushed to disk
-before the job counts as done. A sweep killed half-way can leave at most a torn last
-line; reading drops it (and cuts it off before anything is appended), so a row is
-either wholly in the journal or not at all. Jobs are keyed by a hash of their inputs
+appended with ``fileio.append_line`` (one ``write``, fsynced) before the job counts
+as done. A sweep killed half-way can leave at most a torn last line;
+``fileio.read_lines`` drops it (and cuts it off before anything is appended), so a
+row is either wholly in the journal or not at all. Jobs are keyed by a hash of their inputs
 and the waferflow version (``Job.key``): a rerun skips the keys it finds.
 
 ``results.csv`` (and ``results.parquet`` when pyarrow is installed) are written from
-the journal, in the sweep's job order, each through ``waferflow.outputs.write_output``
-(a temporary file in the same folder, then ``os.replace``): a reader never sees half
-a table.
+the journal, in the sweep's job order, each with ``fileio.write_text`` /
+``write_bytes`` (a temporary file in the same folder, fsynced, then renamed): a
+reader never sees half a table.
 """
 
 from __future__ import annotations
@@ -19,9 +19,11 @@ import csv
 import io
 import json
 import math
-import os
 from pathlib import Path
 from typing import Any
+
+from waferflow.errors import WaferflowError
+from waferflow.fileio import append_line, decode_text, loads_json, read_lines
 
 JOURNAL = "results.jsonl"
 CSV = "results.csv"
@@ -35,34 +37,19 @@ class Journal:
         self.path = folder / JOURNAL
         self.rows: dict[str, dict[str, Any]] = {}
         self.dropped = 0  # torn or unreadable lines left out
-        if self.path.exists():
-            self._read()
-
-    def _read(self) -> None:
-        data = self.path.read_bytes()
-        whole = data.rfind(b"\n") + 1
-        if whole < len(data):  # a torn last line: cut it off before anything is appended
-            self.dropped += 1
-            with open(self.path, "r+b") as f:
-                f.truncate(whole)
-        for line in data[:whole].splitlines():
+        lines, torn = read_lines(self.path)  # a torn last line is cut off the file
+        self.dropped += torn
+        for number, line in enumerate(lines, 1):
             try:
-                doc = json.loads(line)
+                doc = loads_json(decode_text(line, f"{self.path}:{number}"), str(self.path))
                 self.rows[str(doc["key"])] = dict(doc["row"])
-            except (ValueError, KeyError, TypeError):
+            except (WaferflowError, KeyError, TypeError, ValueError):
                 self.dropped += 1
 
     def append(self, key: str, row: dict[str, Any]) -> None:
-        """Record a finished row: one write of one whole line, flushed to disk."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        """Record a finished row: one whole line, on disk before this returns."""
         row = _jsonable(row)  # as a later run will read it back
-        line = json.dumps({"key": key, "row": row}, separators=(",", ":")) + "\n"
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, line.encode("utf-8"))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        append_line(self.path, json.dumps({"key": key, "row": row}, separators=(",", ":")))
         self.rows[key] = row
 
 
