@@ -53,6 +53,48 @@ plan = "none"
     assert again.ran == 2 and again.skipped == 1
 
 
+SLEEPER = """
+import multiprocessing
+import time
+
+import torch
+
+
+def factory(batch=1, seq=1):
+    if multiprocessing.current_process().name != "MainProcess":
+        time.sleep(3600)  # a job that runs long in a sweep worker
+    return torch.nn.Linear(8, 8), (torch.randn(2, 8),)
+"""
+
+
+def test_interrupted_sweep_keeps_its_rows_and_stops_its_workers(
+    write_sweep, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C after the first row: the row is kept, the tables are written, and the
+    worker exits at once instead of running the hour-long job already queued to it."""
+    psutil = pytest.importorskip("psutil")
+    from waferflow.sweep.progress import Progress
+
+    (tmp_path / "sleeper.py").write_text(SLEEPER)
+    path = write_sweep('[[points]]\nplan = "none"\n[[points]]\nmodel = "sleeper.py:factory"')
+    finished = Progress.finished
+
+    def ctrl_c(self: Progress, label: str, row: dict) -> None:
+        finished(self, label, row)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Progress, "finished", ctrl_c)
+    me = psutil.Process()
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(load_sweep(path), jobs=1, plots=False, quiet=True)
+    rows = _rows(path.parent / "s.sweep" / CSV)
+    assert [(r["index"], r["status"]) for r in rows] == [("0", "ok")]
+    # the workers are the fork server's children; the wait is only a guard against a hang
+    workers = [p for p in me.children(recursive=True) if p.ppid() != me.pid]
+    _, alive = psutil.wait_procs(workers, timeout=300)
+    assert alive == []
+
+
 def _rows(path: Path) -> list[dict[str, str]]:
     with open(path, newline="") as f:
         return list(csv.DictReader(f))

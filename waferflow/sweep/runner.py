@@ -159,25 +159,27 @@ def _context() -> multiprocessing.context.BaseContext:
     return ctx
 
 
-def _watch_driver(pid: int) -> None:
+def _watch_driver(pid: int, stop: Any) -> None:
     """In each worker: exit when the sweep's process is gone (killed with SIGKILL, it
-    cannot tell its workers), rather than linger holding a model's memory."""
+    cannot tell its workers) or has been interrupted (``stop`` set), rather than run
+    the jobs already queued to it or linger holding a model's memory."""
 
     def watch() -> None:
-        while True:
-            time.sleep(WATCH_SECONDS)
+        while not stop.wait(WATCH_SECONDS):
             try:
                 os.kill(pid, 0)
             except ProcessLookupError:
-                os._exit(1)
+                break
             except PermissionError:  # alive, someone else's: cannot happen for our parent
                 pass
+        os._exit(1)
 
     threading.Thread(target=watch, name="waferflow-sweep-watch", daemon=True).start()
 
 
 def _run_local(pending: list[Job], keys: dict[int, str], ver: str, jobs: int, done: Done) -> None:
     ctx = _context()
+    stop = ctx.Event()  # set when interrupted: every worker exits at once
     queue: list[Job] = list(pending)
     suspects: list[Job] = []  # held by a worker that died: rerun one at a time, alone
     while queue or suspects:
@@ -187,7 +189,7 @@ def _run_local(pending: list[Job], keys: dict[int, str], ver: str, jobs: int, do
             batch, alone = [suspects.pop(0)], True
         pool = ProcessPoolExecutor(max_workers=1 if alone else min(jobs, len(batch)),
                                    mp_context=ctx, initializer=_watch_driver,
-                                   initargs=(os.getpid(),))  # fmt: skip
+                                   initargs=(os.getpid(), stop))  # fmt: skip
         try:
             futures: dict[Future[dict[str, Any]], Job] = {
                 pool.submit(run_job, j, keys[j.index], ver): j for j in batch
@@ -207,7 +209,8 @@ def _run_local(pending: list[Job], keys: dict[int, str], ver: str, jobs: int, do
                             suspects.append(job)
                         continue
                     done(job, row)
-        except BaseException:  # interrupted: leave running jobs, start no more
+        except BaseException:  # interrupted: stop the workers, running jobs and all
+            stop.set()  # else a worker would run the job queued to it, and exit would wait
             pool.shutdown(wait=False, cancel_futures=True)
             raise
         pool.shutdown(wait=True)
