@@ -17,7 +17,6 @@ from __future__ import annotations
 import multiprocessing
 import os
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -241,7 +240,10 @@ def _run_ray(pending: list[Job], keys: dict[int, str], ver: str, jobs: int,
             if address:
                 ray.init(address=address, log_to_driver=False)
             else:
-                ray.init(num_cpus=jobs, include_dashboard=False, log_to_driver=False)
+                # Ray runs its workers at niceness 15 by default: on a busy machine they
+                # would get a fraction of the CPU that local worker processes get
+                ray.init(num_cpus=jobs, include_dashboard=False, log_to_driver=False,
+                         _system_config={"worker_niceness": 0})  # fmt: skip
         except (ConnectionError, RuntimeError, ValueError) as e:
             where = f"the Ray cluster at {address}" if address else "a local Ray instance"
             raise WaferflowError(f"could not start or reach {where}: {e}") from None
