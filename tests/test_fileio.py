@@ -16,10 +16,12 @@ from waferflow.errors import FormatError, ParseError, WaferflowError
 from waferflow.fileio import (
     MAX_DEPTH,
     Staged,
+    append_line,
     atomic_dir,
     atomic_path,
     decode_text,
     loads_json,
+    read_lines,
     read_text,
     short,
     write_text,
@@ -168,3 +170,19 @@ def test_ctrl_c_interrupts_work_running_in_native_code() -> None:
             run_interruptible(work, stop.set)
     assert log == ["work returned"]  # stopped and waited for, not abandoned
     assert run_interruptible(lambda: 7, lambda: None) == 7
+
+
+def test_appended_lines_read_back_whole_and_a_torn_tail_is_cut_off(tmp_path: Path) -> None:
+    log = tmp_path / "sub" / "journal.jsonl"
+    assert read_lines(log) == ([], False)  # no file yet: no lines
+    append_line(log, '{"a": 1}')
+    append_line(log, "é")
+    assert read_lines(log) == ([b'{"a": 1}', "é".encode()], False)
+    whole = log.read_bytes()
+    log.write_bytes(whole + b'{"a": 2')  # a crash in the middle of a write
+    assert read_lines(log) == ([b'{"a": 1}', "é".encode()], True)
+    assert log.read_bytes() == whole  # cut off: the next line starts on its own
+    append_line(log, "next")
+    assert read_lines(log)[0][-1] == b"next"
+    with pytest.raises(ValueError, match="newline"):
+        append_line(log, "two\nlines")

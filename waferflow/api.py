@@ -367,6 +367,7 @@ def compile(
     keep_ir: bool = True,
     print_ir_after: Sequence[str] = (),
     progress: Callable[[str], None] | None = None,
+    uniform_baseline: bool = False,
 ) -> CompiledPlan:
     """Trace ``model`` and compile it onto ``wafer``.
 
@@ -380,6 +381,8 @@ def compile(
     crossbar, where placement changes nothing), ``"cpsat"`` or ``"none"``
     (the default strip layout), with ``place_time`` deterministic CP-SAT seconds and
     ``seed``: the same inputs and seed give the same plan, byte for byte.
+    ``uniform_baseline`` (with ``plan="auto"``): also simulate every uniform plan and keep
+    the searched plan only if it is at least as fast (``CompiledPlan.search.uniform``).
     """
     timings: list[StepTiming] = []
     # a wafer cut into islands is refused here, before anything is traced or placed
@@ -425,7 +428,8 @@ def compile(
 
     if is_auto(plan):
         with _timed(timings, "plan search", progress):
-            plan, search = resolve_plan(graph, w, plan)  # PlanError when no candidate fits
+            # PlanError when no candidate fits
+            plan, search = resolve_plan(graph, w, plan, uniform=uniform_baseline)
     method = _placement_method(place, plan, w)
     if method not in ("cpsat", "none"):
         raise WaferflowError(f"place={place!r}: use 'auto', 'cpsat' or 'none'")

@@ -405,7 +405,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Compile PyTorch models onto wafer-scale dataflow chips and score the result.",
         epilog="Run `waferflow COMMAND --help` for the options of one command. Exit status: "
         "0 done, 2 input refused with one message (docs/errors.md), 130 interrupted (Ctrl-C); "
-        "outputs are written only when the run succeeds.",
+        "outputs are written only when the run succeeds (a sweep keeps each finished row "
+        "at once, and writes its tables also when interrupted: docs/sweeps.md).",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
@@ -537,8 +538,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", required=True, help="output file, .png or .svg")
     p.set_defaults(func=cmd_viz)
     from waferflow.cli_amcoda import add_amcoda_commands
+    from waferflow.cli_sweep import add_sweep_command
 
     add_amcoda_commands(sub)
+    add_sweep_command(sub)
     return parser
 
 

@@ -14,7 +14,10 @@ file in the destination's folder, flush and fsync it, then rename it over the
 destination: whoever looks (a reader, or the user after a crash or SIGKILL) finds the
 old file or the new one, never a partial one. ``Staged`` holds several outputs back
 and renames them together at the end, with Ctrl-C deferred, so that an interrupted
-run writes none of them.
+run writes none of them. ``append_line`` adds one whole line to a journal (one
+``write`` on a file opened for appending, fsynced before it returns) and
+``read_lines`` reads a journal back, cutting off a torn last line left by a crash, so
+a line is either wholly there or not at all.
 """
 
 from __future__ import annotations
@@ -38,11 +41,13 @@ __all__ = [
     "MAX_INT_DIGITS",
     "ErrorFactory",
     "Staged",
+    "append_line",
     "atomic_dir",
     "atomic_path",
     "decode_text",
     "kind_name",
     "loads_json",
+    "read_lines",
     "read_text",
     "short",
     "want",
@@ -339,6 +344,43 @@ def write_bytes(path: str | Path, data: bytes) -> Path:
 def write_text(path: str | Path, text: str) -> Path:
     """Write ``text`` (UTF-8) to ``path`` atomically (see ``atomic_path``)."""
     return write_bytes(path, text.encode("utf-8"))
+
+
+def append_line(path: str | Path, line: str) -> None:
+    """Append ``line`` (one line, without its newline) to ``path`` as a single
+    ``write`` on a file opened for appending, fsynced before returning: after a crash
+    the file holds the whole line or none of it, or at worst a torn last line, which
+    ``read_lines`` cuts off."""
+    if "\n" in line:
+        raise ValueError("append_line: the line holds a newline")
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(out, os.O_WRONLY | os.O_APPEND | os.O_CREAT, _FILE_MODE)
+    try:
+        os.write(fd, (line + "\n").encode("utf-8"))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def read_lines(path: str | Path) -> tuple[list[bytes], bool]:
+    """The whole lines of a file written by ``append_line`` (as bytes, without their
+    newlines; ``[]`` when there is no file), and whether a torn last line was found:
+    it is cut off the file, so that the next line appended starts on a line of its own."""
+    file = Path(path)
+    try:
+        data = file.read_bytes()
+    except FileNotFoundError:
+        return [], False
+    except OSError as err:
+        raise WaferflowError(f"{path}: cannot read: {err.strerror or err}") from None
+    whole = data.rfind(b"\n") + 1
+    torn = whole < len(data)
+    if torn:
+        with open(file, "r+b") as f:
+            f.truncate(whole)
+            os.fsync(f.fileno())
+    return data[:whole].splitlines(), torn
 
 
 @contextlib.contextmanager

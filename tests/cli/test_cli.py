@@ -11,7 +11,7 @@ import pytest
 from waferflow.cli import EXIT_USER_ERROR, build_parser, main
 from waferflow.ir.parser import parse_graph
 
-SUBCOMMANDS = ["trace", "opt", "passes", "models", "wafers", "simulate", "compile", "viz"]
+SUBCOMMANDS = ["trace", "opt", "passes", "models", "wafers", "simulate", "compile", "viz", "sweep"]
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
