@@ -33,7 +33,15 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
                    help="cast the model's parameters and floating inputs (default: as built, f32)")  # fmt: skip
 
 
+def _check_model(args: argparse.Namespace) -> None:
+    """The model name, before torch is imported: a typo fails in a second."""
+    from waferflow.frontend.catalog import canonical_model
+
+    canonical_model(args.model)
+
+
 def _trace_model(args: argparse.Namespace):  # -> Graph
+    _check_model(args)
     from waferflow.frontend import load_model, trace
 
     bundle = load_model(args.model, batch=args.batch, seq=args.seq, dtype=args.dtype)
@@ -66,6 +74,20 @@ def _read_graph(path: str):  # -> Graph
     return parse_graph(text, source=path)
 
 
+_PICTURE = (".png", ".svg")
+_HTML = (".html", ".htm")
+
+
+def _check_outputs(*outputs: tuple[str | None, str, tuple[str, ...]]) -> None:
+    """(path, option, suffixes) of every output a command will write, checked before
+    any work (``fileio.check_output``); unset options are skipped."""
+    from waferflow.fileio import check_output
+
+    for path, option, suffixes in outputs:
+        if path and path != "-":
+            check_output(path, option, suffixes=suffixes)
+
+
 def _write_text(path: str, text: str) -> None:
     from waferflow.fileio import write_text
 
@@ -91,6 +113,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
     from waferflow.ir.serialize import dumps_graph
     from waferflow.ir.summary import summarize
 
+    _check_outputs((args.output, "-o", ()))
     graph = _trace_model(args)
     if args.output:
         text = dumps_graph(graph) if args.output.endswith(".json") else print_graph(graph)
@@ -110,6 +133,7 @@ def cmd_opt(args: argparse.Namespace) -> int:
     from waferflow.passes import PassContext, PassManager, parse_pipeline
 
     passes = parse_pipeline(args.pipeline)  # a bad pipeline fails before any input is read
+    _check_outputs((args.output, "-o", ()))
     wafer = None
     if args.wafer:
         from waferflow.api import resolve_wafer
@@ -190,8 +214,14 @@ def _progress(args: argparse.Namespace):  # -> Callable[[str], None] | None
     return lambda step: print(f"waferflow: {step} ...", file=sys.stderr, flush=True)
 
 
+def _check_report_outputs(args: argparse.Namespace) -> None:
+    _check_outputs((args.trace, "--trace", ()), (args.html, "--html", _HTML))
+
+
 def cmd_simulate(args: argparse.Namespace) -> int:
     from waferflow.api import load_plan
+
+    _check_report_outputs(args)
 
     compiled = load_plan(args.plan, wafer=args.wafer)
     report = compiled.simulate()
@@ -228,6 +258,8 @@ def _add_report_args(p: argparse.ArgumentParser) -> None:
 
 def cmd_viz(args: argparse.Namespace) -> int:
     from waferflow.api import load_plan
+
+    _check_outputs((args.output, "-o", _PICTURE))
 
     compiled = load_plan(args.plan, wafer=args.wafer)
     if args.kind == "placement":
@@ -305,7 +337,13 @@ def cmd_place(args: argparse.Namespace) -> int:
     from waferflow.passes.place import place_compare
     from waferflow.passes.place_result import PlaceOptions
 
+    _check_model(args)
+    _check_outputs((args.export_model, "--export-model", ()))
     wafer, notes = connected_view(resolve_wafer(args.wafer, args.coarsen))
+    from waferflow.api import check_inputs
+
+    check_inputs(args.model, wafer, plan=args.plan, mode=args.mode, optimizer=args.optimizer,
+                 dtype=args.dtype)  # fmt: skip
     for note in notes:
         print(note)
     options = PlaceOptions(
@@ -333,6 +371,15 @@ def cmd_compile(args: argparse.Namespace) -> int:
     from waferflow.api import resolve_wafer
     from waferflow.ir.summary import summarize
 
+    _check_model(args)
+    _check_report_outputs(args)
+    _check_outputs(
+        (args.output, "-o", ()), (args.png, "--png", _PICTURE), (args.report, "--report", ())
+    )
+    if args.emit_dir:
+        from waferflow.fileio import check_output
+
+        check_output(args.emit_dir, "--emit-dir", folder=True)
     if args.print_ir_after:  # checked before tracing, in the option's own spelling
         from waferflow.passes import DEFAULT_PIPELINE, check_pass_names, parse_pipeline
 
@@ -410,7 +457,10 @@ def build_parser() -> argparse.ArgumentParser:
         "0 done, 2 input refused with one message (docs/errors.md), 130 interrupted (Ctrl-C); "
         "outputs are written only when the run succeeds.",
     )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    from waferflow import __version__
+
+    parser.add_argument("--version", action="version", version=f"waferflow {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("trace", help="trace a model into waferflow IR",
                        description="Trace a model (on meta tensors) into waferflow IR text.")  # fmt: skip
@@ -545,23 +595,60 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """Parse ``argv``; an option the command does not know is reported with that
+    command's usage (argparse alone would print the top-level one)."""
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        command = getattr(args, "command", None)
+        sub = _subparsers(parser).get(command) if command else None
+        (sub or parser).error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:  # argparse keeps its subparsers only here
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from waferflow.interrupt import EXIT_INTERRUPTED, install
 
     install()  # first: Ctrl-C from here on ends the run cleanly, imports included
     try:
         parser = build_parser()
-        args = parser.parse_args(argv)
+        args = _parse(parser, argv)
+        if args.command is None:  # bare `waferflow`: the help, as `--help` prints it
+            parser.print_help()
+            return 0
         return int(args.func(args))
+    except BrokenPipeError:  # `waferflow wafers | head`: the reader has what it wanted
+        _quiet_stdout()
+        return 0
     except WaferflowError as err:
         print(f"waferflow: error: {err}", file=sys.stderr)
         return EXIT_USER_ERROR
     except OSError as err:  # unreadable input or unwritable output path
-        print(f"waferflow: error: {err.strerror or err}: {err.filename or ''}", file=sys.stderr)
+        from waferflow.fileio import os_error_text
+
+        print(f"waferflow: error: {os_error_text(err)}", file=sys.stderr)
         return EXIT_USER_ERROR
     except KeyboardInterrupt:
         print("waferflow: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so that the flush at exit does not fail again."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 if __name__ == "__main__":
