@@ -327,10 +327,13 @@ def resolve_wafer(wafer: str | Path | Wafer, coarsen: int = 1) -> Wafer:
 
 @contextmanager
 def _timed(timings: list[StepTiming], step: str, progress: Callable[[str], None] | None) -> Iterator[None]:  # fmt: skip
+    from waferflow.progress import phase
+
     if progress is not None:
         progress(step)
     start = time.perf_counter()
-    yield
+    with phase(step):  # shown inside waferflow.progress.reporting (the CLI, the demo)
+        yield
     timings.append(StepTiming(step, time.perf_counter() - start))
 
 

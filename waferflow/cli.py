@@ -207,13 +207,6 @@ def cmd_wafers(args: argparse.Namespace) -> int:
     return 0
 
 
-def _progress(args: argparse.Namespace):  # -> Callable[[str], None] | None
-    """Step names on stderr when it is a terminal, unless --quiet."""
-    if getattr(args, "quiet", False) or not sys.stderr.isatty():
-        return None
-    return lambda step: print(f"waferflow: {step} ...", file=sys.stderr, flush=True)
-
-
 def _check_report_outputs(args: argparse.Namespace) -> None:
     _check_outputs((args.trace, "--trace", ()), (args.html, "--html", _HTML))
 
@@ -408,23 +401,23 @@ def cmd_compile(args: argparse.Namespace) -> int:
         seq=args.seq,
         dtype=args.dtype,
         print_ir_after=tuple(args.print_ir_after or ()),
-        progress=_progress(args),
         place=args.place,
         place_time=args.place_time,
         seed=args.seed,
     )
-    if compiled.graph is not None:
+    detail = not args.quiet  # -q: the report only
+    if compiled.graph is not None and detail:
         print(summarize(compiled.graph))
-    for note in compiled.notes:
+    for note in compiled.notes if detail else ():
         print(note)
-    if compiled.search is not None:
+    if compiled.search is not None and detail:
         print(compiled.search.table())
         print(compiled.search.summary())
-    if compiled.placement is not None:
+    if compiled.placement is not None and detail:
         print(compiled.placement)
     report = compiled.simulate()
     print(report)
-    if compiled.parallel is not None:
+    if compiled.parallel is not None and detail:
         from waferflow.parallel import format_report
 
         print(format_report(compiled.parallel, compiled.wafer, report.result), end="")
@@ -442,7 +435,10 @@ def cmd_compile(args: argparse.Namespace) -> int:
             text = f"# {compiled.name} on {compiled.wafer.name}\n\n```\n{report}\n```\n"
             write_text(staged.path(args.report), text)
         for path in staged.commit():
-            print(f"wrote {path}{_TRACE_HINT if args.trace and path == Path(args.trace) else ''}")
+            if detail:
+                print(
+                    f"wrote {path}{_TRACE_HINT if args.trace and path == Path(args.trace) else ''}"
+                )
     return 0
 
 
@@ -523,6 +519,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("plan", metavar="PLAN.json")
     p.add_argument("--wafer", help="wafer preset or TOML (default: the one named in the plan)")
     _add_report_args(p)
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=cmd_simulate)
 
     p = sub.add_parser("compile", help="trace, optimise, place, simulate: the whole path",
@@ -544,7 +541,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_report_args(p)
     p.add_argument("--png", metavar="PLACEMENT.png", help="draw the placement map (.png or .svg)")
     p.add_argument("--report", metavar="REPORT.md", help="write the report as Markdown")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="print the report only: no progress, IR summary, tables or notes")  # fmt: skip
     p.add_argument("--emit", choices=["amcoda"],
                    help="also write the plan as the seed machine's programs (to --emit-dir)")  # fmt: skip
     p.add_argument("--emit-dir", metavar="EXP_DIR",
@@ -578,6 +576,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write the CP-SAT model for reproduction")  # fmt: skip
     p.add_argument("--place-time", type=float, default=10.0, metavar="SECONDS",
                    help="CP-SAT deterministic time limit (default 10)")  # fmt: skip
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=cmd_place)
 
     p = sub.add_parser("viz", help="draw a saved plan: placement, links, timeline or memory",
@@ -623,7 +622,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command is None:  # bare `waferflow`: the help, as `--help` prints it
             parser.print_help()
             return 0
-        return int(args.func(args))
+        from waferflow.progress import reporting
+
+        with reporting("off" if getattr(args, "quiet", False) else "auto"):
+            return int(args.func(args))
     except BrokenPipeError:  # `waferflow wafers | head`: the reader has what it wanted
         _quiet_stdout()
         return 0

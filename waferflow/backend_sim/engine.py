@@ -26,6 +26,7 @@ from heapq import heappop, heappush
 from waferflow.backend_sim.memory import MemoryRun
 from waferflow.backend_sim.network import Prepared
 from waferflow.errors import PlanError
+from waferflow.progress import phase
 
 # Events are (time_ps, seq, x, k, code). code > 0: packet k of message x arrived at
 # the core after `code` hops. Otherwise code names the event and x is its subject.
@@ -255,114 +256,119 @@ def run(p: Prepared) -> RawRun:
             admit(ci, 0)
         try_start(ci, 0, CAUSE_NONE, -1)
 
-    while heap:
-        t, _, m, k, hop = pop(heap)
-        if hop > 0:
-            # packet k of message m reached the core after `hop` hops: take the next link.
-            # While the packet's next arrival is strictly earlier than every queued event,
-            # it would be popped next anyway: follow it without touching the heap.
-            links, lat, sf, sl, lastk, h, os_, oe = rec[m]
-            if hop == 1 and k < lastk:
-                # the next packet on the first link is one serialisation behind this one
-                k1 = k + 1
-                tn = (os_[0] + (k1 + 1) * sf[0] if k1 < lastk else oe[0]) + lat[0]
-                push(heap, (tn, seq, m, k1, 1))
-                seq += 1
-            while True:
-                li = links[hop]
+    # progress (shown only inside progress.reporting): actors ended, every 4,096
+    with phase("simulate", total=n_act, unit="actors") as shown:
+        while heap:
+            t, _, m, k, hop = pop(heap)
+            if hop > 0:
+                # packet k of message m reached the core after `hop` hops: take the next link.
+                # While the packet's next arrival is strictly earlier than every queued event,
+                # it would be popped next anyway: follow it without touching the heap.
+                links, lat, sf, sl, lastk, h, os_, oe = rec[m]
+                if hop == 1 and k < lastk:
+                    # the next packet on the first link is one serialisation behind this one
+                    k1 = k + 1
+                    tn = (os_[0] + (k1 + 1) * sf[0] if k1 < lastk else oe[0]) + lat[0]
+                    push(heap, (tn, seq, m, k1, 1))
+                    seq += 1
+                while True:
+                    li = links[hop]
+                    f = free[li]
+                    st = t if t > f else f
+                    if k == lastk:
+                        e = st + sl[hop]
+                        oe[hop] = e
+                    else:
+                        e = st + sf[hop]
+                    free[li] = e
+                    if k == 0:
+                        os_[hop] = st
+                    t = e + lat[hop]
+                    hop += 1
+                    if hop == h:
+                        if k == lastk:
+                            push(heap, (t, seq, m, k, _ARRIVE))
+                            seq += 1
+                        break
+                    if heap and t >= heap[0][0]:
+                        push(heap, (t, seq, m, k, hop))
+                        seq += 1
+                        break
+            elif hop == _DATA:
+                # all packets are at the source: queue them on the first link
+                links, lat, sf, sl, lastk, h, os_, oe = rec[m]
+                li = links[0]
                 f = free[li]
                 st = t if t > f else f
-                if k == lastk:
-                    e = st + sl[hop]
-                    oe[hop] = e
-                else:
-                    e = st + sf[hop]
+                os_[0] = st
+                e = st + lastk * sf[0] + sl[0]
                 free[li] = e
-                if k == 0:
-                    os_[hop] = st
-                t = e + lat[hop]
-                hop += 1
-                if hop == h:
-                    if k == lastk:
-                        push(heap, (t, seq, m, k, _ARRIVE))
-                        seq += 1
-                    break
-                if heap and t >= heap[0][0]:
-                    push(heap, (t, seq, m, k, hop))
-                    seq += 1
-                    break
-        elif hop == _DATA:
-            # all packets are at the source: queue them on the first link
-            links, lat, sf, sl, lastk, h, os_, oe = rec[m]
-            li = links[0]
-            f = free[li]
-            st = t if t > f else f
-            os_[0] = st
-            e = st + lastk * sf[0] + sl[0]
-            free[li] = e
-            oe[0] = e
-            # only the first packet's arrival is queued; each packet queues the next's
-            # (keeps the heap at one entry per message on its first hop)
-            if h > 1:
-                push(heap, (st + (sf[0] if lastk else sl[0]) + lat[0], seq, m, 0, 1))
-            else:
-                push(heap, (e + lat[0], seq, m, lastk, _ARRIVE))
-            seq += 1
-        elif hop == _END:
-            a = m
-            end[a] = t
-            ended += 1
-            ci = actor_ci[a]
-            running[ci] = False
-            for m in out_msgs[a]:
-                inject[m] = t
-                if msg_local[m]:
-                    data_start[m] = t
-                    arrive[m] = t
-                    pending[msg_dst[m]] -= 1
-                elif lead[m] == m:  # a broadcast goes with its first message
-                    launch(m, t)
-            if mem is not None:
-                mem.now = t
-                mem.on_end(a)
-                admit(ci, t)
-            try_start(ci, t, CAUSE_ACTOR, a)
-        elif hop == _ARRIVE:
-            arrive[m] = t
-            d = msg_dst[m]
-            pending[d] -= 1
-            if streams:
-                s_ci = msg_src_ci[m]
-                L = lead[m]
-                out_left[L] -= 1
-                if out_left[L] == 0:  # the last of its broadcast: the stream is free
-                    out_used[s_ci] -= 1
-                    if out_wait[s_ci]:
-                        out_used[s_ci] += 1
-                        stream_out(out_wait[s_ci].popleft(), t)
-                d_ci = msg_dst_ci[m]
-                in_used[d_ci] -= 1
-                if in_wait[d_ci]:
-                    in_used[d_ci] += 1
-                    m2 = in_wait[d_ci].popleft()
-                    # the waiting producer resends req every `retry`; the next one wins
-                    grant(m2, resend_at(m2, t))
-            src = msg_src[m]
-            rem_out[src] -= 1
-            if rem_out[src] == 0 and needs_buf[src]:
-                s_ci = msg_src_ci[m]
-                bufs_free[s_ci] += 1
-                try_start(s_ci, t, CAUSE_BUFFER, m)
-            if mem is not None:
-                s_ci = msg_src_ci[m]
-                mem.now = t
-                mem.on_delivered(src)
-                admit(s_ci, t)
-                try_start(s_ci, t, CAUSE_MEMORY, -1)
-            if pending[d] == 0:
-                try_start(msg_dst_ci[m], t, CAUSE_MESSAGE, m)
-        else:  # _REQ
-            request_in(m, t)
+                oe[0] = e
+                # only the first packet's arrival is queued; each packet queues the next's
+                # (keeps the heap at one entry per message on its first hop)
+                if h > 1:
+                    push(heap, (st + (sf[0] if lastk else sl[0]) + lat[0], seq, m, 0, 1))
+                else:
+                    push(heap, (e + lat[0], seq, m, lastk, _ARRIVE))
+                seq += 1
+            elif hop == _END:
+                a = m
+                end[a] = t
+                ended += 1
+            if not ended & 4095:
+                shown.update(ended)
+                ci = actor_ci[a]
+                running[ci] = False
+                for m in out_msgs[a]:
+                    inject[m] = t
+                    if msg_local[m]:
+                        data_start[m] = t
+                        arrive[m] = t
+                        pending[msg_dst[m]] -= 1
+                    elif lead[m] == m:  # a broadcast goes with its first message
+                        launch(m, t)
+                if mem is not None:
+                    mem.now = t
+                    mem.on_end(a)
+                    admit(ci, t)
+                try_start(ci, t, CAUSE_ACTOR, a)
+            elif hop == _ARRIVE:
+                arrive[m] = t
+                d = msg_dst[m]
+                pending[d] -= 1
+                if streams:
+                    s_ci = msg_src_ci[m]
+                    L = lead[m]
+                    out_left[L] -= 1
+                    if out_left[L] == 0:  # the last of its broadcast: the stream is free
+                        out_used[s_ci] -= 1
+                        if out_wait[s_ci]:
+                            out_used[s_ci] += 1
+                            stream_out(out_wait[s_ci].popleft(), t)
+                    d_ci = msg_dst_ci[m]
+                    in_used[d_ci] -= 1
+                    if in_wait[d_ci]:
+                        in_used[d_ci] += 1
+                        m2 = in_wait[d_ci].popleft()
+                        # the waiting producer resends req every `retry`; the next one wins
+                        grant(m2, resend_at(m2, t))
+                src = msg_src[m]
+                rem_out[src] -= 1
+                if rem_out[src] == 0 and needs_buf[src]:
+                    s_ci = msg_src_ci[m]
+                    bufs_free[s_ci] += 1
+                    try_start(s_ci, t, CAUSE_BUFFER, m)
+                if mem is not None:
+                    s_ci = msg_src_ci[m]
+                    mem.now = t
+                    mem.on_delivered(src)
+                    admit(s_ci, t)
+                    try_start(s_ci, t, CAUSE_MEMORY, -1)
+                if pending[d] == 0:
+                    try_start(msg_dst_ci[m], t, CAUSE_MESSAGE, m)
+            else:  # _REQ
+                request_in(m, t)
+        shown.update(ended)
 
     if ended < n_act:
         stuck = [a for a in range(n_act) if end[a] < 0][:5]
