@@ -62,7 +62,7 @@ CASES = [
             "mesh16x16",
             "--plan",
             "dp=2,tp=4,pp=2,microbatches=4",
-        ],  # fmt: skip
+        ],
         5.0,
         2,
         "does not fit on mesh16x16",
