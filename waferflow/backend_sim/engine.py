@@ -315,8 +315,8 @@ def run(p: Prepared) -> RawRun:
                 a = m
                 end[a] = t
                 ended += 1
-            if not ended & 4095:
-                shown.update(ended)
+                if not ended & 4095:
+                    shown.update(ended)
                 ci = actor_ci[a]
                 running[ci] = False
                 for m in out_msgs[a]:
