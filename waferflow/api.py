@@ -254,8 +254,8 @@ class CompiledPlan:
     def __repr__(self) -> str:
         return (
             f"<CompiledPlan {self.plan.name!r} on {self.wafer.name!r} "
-            f"({self.wafer.rows}x{self.wafer.cols}): {len(self.plan.actors)} actors on "
-            f"{len(self.plan.cores)} cores, {len(self.plan.messages)} messages>"
+            f"({self.wafer.rows}x{self.wafer.cols}): {len(self.plan.actors):,} actors on "
+            f"{self.wafer.units(len(self.plan.cores))}, {len(self.plan.messages):,} messages>"
         )
 
 

@@ -51,6 +51,7 @@ LOSSES: dict[str, Callable[..., torch.Tensor]] = {
     "vit": image_classification_loss,
 }
 
+
 def _classes(family: str) -> tuple[Any, Any]:
     import transformers as tf
 

@@ -7,11 +7,10 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from ortools.sat.python import cp_model
-
 from waferflow.errors import PlanError
 from waferflow.fileio import atomic_path
 from waferflow.interrupt import run_interruptible
+from waferflow.mapper._ortools import cp_model
 
 GUARD_FACTOR = 20.0  # a deterministic second takes about a wall second on one free core
 GUARD_SLACK = 30.0  # wall seconds

@@ -444,7 +444,7 @@ def _place(
         decisions.append(
             f"inside a node: its {k}x{k} cores pool compute and SRAM and are not placed one by "
             f"one; each matmul spreads over them as a {k}x{k} block grid whose operand "
-            "traffic is priced (backend_sim.costs.node_network_ps)"
+            "traffic is priced (docs/simulator.md)"
         )
     decisions += run.notes
     spec = state.plan
