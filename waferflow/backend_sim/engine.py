@@ -19,13 +19,15 @@ message there, however long it is); neither changes the order of events.
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
 from dataclasses import dataclass
 from heapq import heappop, heappush
 
+from waferflow.backend_sim.config import ENGINES
 from waferflow.backend_sim.memory import MemoryRun
 from waferflow.backend_sim.network import Prepared
-from waferflow.errors import PlanError
+from waferflow.errors import ConfigError, PlanError
 from waferflow.progress import phase
 
 # Events are (time_ps, seq, x, k, code). code > 0: packet k of message x arrived at
@@ -45,7 +47,9 @@ CAUSE_MEMORY = 4  # memory was freed ([memory] model), so it could be admitted
 
 @dataclass(slots=True)
 class RawRun:
-    """What the engine records (ps; indexed by actor / message id)."""
+    """What the engine records (ps; indexed by actor / message id). The per-hop
+    figures of all messages are in one list each: message m's hops are
+    ``occ_ptr[m]:occ_ptr[m + 1]``."""
 
     start: list[int]
     end: list[int]
@@ -54,14 +58,86 @@ class RawRun:
     inject: list[int]  # the producer finished
     data_start: list[int]  # data began to flow (after handshake / stream slots)
     arrive: list[int]
-    occ_start: list[list[int]]  # per message, per hop: first packet starts on the link
-    occ_end: list[list[int]]  # per message, per hop: last packet leaves the link
+    occ_ptr: list[int]  # per message, where its hops begin in occ_start / occ_end
+    occ_start: list[int]  # per hop: the message's first packet starts on the link
+    occ_end: list[int]  # per hop: the message's last packet leaves the link
     events: int
     mem_peak: list[int] | None = None  # per plan core, bytes ([memory] model only)
     mem_log: list[tuple[int, list[tuple[int, int]]]] | None = None  # per core: (ps, +-bytes)
 
 
-def run(p: Prepared) -> RawRun:
+def run(p: Prepared, engine: str = "auto") -> RawRun:
+    """Run the event loop: compiled (``engine_jit``, numba) or pure Python, which give
+    the same run event for event. ``auto`` compiles when it can: numba is installed,
+    the wafer has no memory model (``[memory]`` runs in Python) and no time can
+    overflow 64 bits; ``compiled`` insists (a ``ConfigError`` says why it cannot).
+    Progress (``waferflow.progress``, shown only when a caller asks) marks the run as
+    one phase of ``len(p.dur)`` actors; its heartbeat shows life during the loop."""
+    with phase("simulate", total=len(p.dur), unit="actors") as shown:
+        raw = _run(p, engine)
+        shown.update(len(p.dur))
+    return raw
+
+
+def _run(p: Prepared, engine: str) -> RawRun:
+    if engine not in ENGINES:
+        raise ConfigError(f"engine must be one of {', '.join(ENGINES)}; got {engine!r}")
+    if engine != "python":
+        from waferflow.backend_sim import engine_jit
+
+        why = ""
+        if not engine_jit.AVAILABLE:
+            why = "numba is not installed (pip install numba)"
+        elif p.mem is not None:
+            why = "the wafer's memory model ([memory]) runs in the pure-Python engine only"
+        else:
+            flat = engine_jit.flatten(p)
+            if flat is not None and engine_jit.fits_int64(p, flat):
+                return _run_compiled(p, flat)
+            why = "event times could exceed 2**62 ps, past the compiled engine's int64"
+        if engine == "compiled":
+            raise ConfigError(f"the compiled engine cannot run this simulation: {why}")
+    return run_python(p)
+
+
+def _run_compiled(p: Prepared, flat: object) -> RawRun:
+    from waferflow.backend_sim import engine_jit
+
+    assert isinstance(flat, engine_jit.Flat)
+    ended, events, out = engine_jit.run_flat(p, flat)
+    end = out["end"].tolist()
+    if ended < len(end):
+        _deadlock(p, end, None)
+    return RawRun(
+        start=out["start"].tolist(),
+        end=end,
+        cause_kind=out["cause_kind"].tolist(),
+        cause_id=out["cause_id"].tolist(),
+        inject=out["inject"].tolist(),
+        data_start=out["data_start"].tolist(),
+        arrive=out["arrive"].tolist(),
+        occ_ptr=flat.hop_ptr.tolist(),
+        occ_start=out["occ_s"].tolist(),
+        occ_end=out["occ_e"].tolist(),
+        events=events,
+    )
+
+
+def _deadlock(p: Prepared, end: list[int], mem: MemoryRun | None) -> None:
+    n_act = len(end)
+    stuck = [a for a in range(n_act) if end[a] < 0]
+    why = ""
+    if mem is not None:
+        short = [x for x in (mem.stuck(ci) for ci in range(len(p.cores))) if x]
+        why = f"; memory: {'; '.join(short[:3])}" if short else ""
+    raise PlanError(
+        f"simulation stopped with {len(stuck)} actor(s) never run (e.g. {stuck[:5]}); "
+        f"the plan deadlocks{why}"
+    )
+
+
+def run_python(p: Prepared) -> RawRun:
+    """The event loop in pure Python (the reference the compiled loop follows)."""
     n_act = len(p.dur)
     n_msg = len(p.msg_src)
     n_core = len(p.order)
@@ -256,130 +332,120 @@ def run(p: Prepared) -> RawRun:
             admit(ci, 0)
         try_start(ci, 0, CAUSE_NONE, -1)
 
-    # progress (shown only inside progress.reporting): actors ended, every 4,096
-    with phase("simulate", total=n_act, unit="actors") as shown:
-        while heap:
-            t, _, m, k, hop = pop(heap)
-            if hop > 0:
-                # packet k of message m reached the core after `hop` hops: take the next link.
-                # While the packet's next arrival is strictly earlier than every queued event,
-                # it would be popped next anyway: follow it without touching the heap.
-                links, lat, sf, sl, lastk, h, os_, oe = rec[m]
-                if hop == 1 and k < lastk:
-                    # the next packet on the first link is one serialisation behind this one
-                    k1 = k + 1
-                    tn = (os_[0] + (k1 + 1) * sf[0] if k1 < lastk else oe[0]) + lat[0]
-                    push(heap, (tn, seq, m, k1, 1))
-                    seq += 1
-                while True:
-                    li = links[hop]
-                    f = free[li]
-                    st = t if t > f else f
-                    if k == lastk:
-                        e = st + sl[hop]
-                        oe[hop] = e
-                    else:
-                        e = st + sf[hop]
-                    free[li] = e
-                    if k == 0:
-                        os_[hop] = st
-                    t = e + lat[hop]
-                    hop += 1
-                    if hop == h:
-                        if k == lastk:
-                            push(heap, (t, seq, m, k, _ARRIVE))
-                            seq += 1
-                        break
-                    if heap and t >= heap[0][0]:
-                        push(heap, (t, seq, m, k, hop))
-                        seq += 1
-                        break
-            elif hop == _DATA:
-                # all packets are at the source: queue them on the first link
-                links, lat, sf, sl, lastk, h, os_, oe = rec[m]
-                li = links[0]
+    while heap:
+        t, _, m, k, hop = pop(heap)
+        if hop > 0:
+            # packet k of message m reached the core after `hop` hops: take the next link.
+            # While the packet's next arrival is strictly earlier than every queued event,
+            # it would be popped next anyway: follow it without touching the heap.
+            links, lat, sf, sl, lastk, h, os_, oe = rec[m]
+            if hop == 1 and k < lastk:
+                # the next packet on the first link is one serialisation behind this one
+                k1 = k + 1
+                tn = (os_[0] + (k1 + 1) * sf[0] if k1 < lastk else oe[0]) + lat[0]
+                push(heap, (tn, seq, m, k1, 1))
+                seq += 1
+            while True:
+                li = links[hop]
                 f = free[li]
                 st = t if t > f else f
-                os_[0] = st
-                e = st + lastk * sf[0] + sl[0]
-                free[li] = e
-                oe[0] = e
-                # only the first packet's arrival is queued; each packet queues the next's
-                # (keeps the heap at one entry per message on its first hop)
-                if h > 1:
-                    push(heap, (st + (sf[0] if lastk else sl[0]) + lat[0], seq, m, 0, 1))
+                if k == lastk:
+                    e = st + sl[hop]
+                    oe[hop] = e
                 else:
-                    push(heap, (e + lat[0], seq, m, lastk, _ARRIVE))
-                seq += 1
-            elif hop == _END:
-                a = m
-                end[a] = t
-                ended += 1
-                if not ended & 4095:
-                    shown.update(ended)
-                ci = actor_ci[a]
-                running[ci] = False
-                for m in out_msgs[a]:
-                    inject[m] = t
-                    if msg_local[m]:
-                        data_start[m] = t
-                        arrive[m] = t
-                        pending[msg_dst[m]] -= 1
-                    elif lead[m] == m:  # a broadcast goes with its first message
-                        launch(m, t)
-                if mem is not None:
-                    mem.now = t
-                    mem.on_end(a)
-                    admit(ci, t)
-                try_start(ci, t, CAUSE_ACTOR, a)
-            elif hop == _ARRIVE:
-                arrive[m] = t
-                d = msg_dst[m]
-                pending[d] -= 1
-                if streams:
-                    s_ci = msg_src_ci[m]
-                    L = lead[m]
-                    out_left[L] -= 1
-                    if out_left[L] == 0:  # the last of its broadcast: the stream is free
-                        out_used[s_ci] -= 1
-                        if out_wait[s_ci]:
-                            out_used[s_ci] += 1
-                            stream_out(out_wait[s_ci].popleft(), t)
-                    d_ci = msg_dst_ci[m]
-                    in_used[d_ci] -= 1
-                    if in_wait[d_ci]:
-                        in_used[d_ci] += 1
-                        m2 = in_wait[d_ci].popleft()
-                        # the waiting producer resends req every `retry`; the next one wins
-                        grant(m2, resend_at(m2, t))
-                src = msg_src[m]
-                rem_out[src] -= 1
-                if rem_out[src] == 0 and needs_buf[src]:
-                    s_ci = msg_src_ci[m]
-                    bufs_free[s_ci] += 1
-                    try_start(s_ci, t, CAUSE_BUFFER, m)
-                if mem is not None:
-                    s_ci = msg_src_ci[m]
-                    mem.now = t
-                    mem.on_delivered(src)
-                    admit(s_ci, t)
-                    try_start(s_ci, t, CAUSE_MEMORY, -1)
-                if pending[d] == 0:
-                    try_start(msg_dst_ci[m], t, CAUSE_MESSAGE, m)
-            else:  # _REQ
-                request_in(m, t)
-        shown.update(ended)
+                    e = st + sf[hop]
+                free[li] = e
+                if k == 0:
+                    os_[hop] = st
+                t = e + lat[hop]
+                hop += 1
+                if hop == h:
+                    if k == lastk:
+                        push(heap, (t, seq, m, k, _ARRIVE))
+                        seq += 1
+                    break
+                if heap and t >= heap[0][0]:
+                    push(heap, (t, seq, m, k, hop))
+                    seq += 1
+                    break
+        elif hop == _DATA:
+            # all packets are at the source: queue them on the first link
+            links, lat, sf, sl, lastk, h, os_, oe = rec[m]
+            li = links[0]
+            f = free[li]
+            st = t if t > f else f
+            os_[0] = st
+            e = st + lastk * sf[0] + sl[0]
+            free[li] = e
+            oe[0] = e
+            # only the first packet's arrival is queued; each packet queues the next's
+            # (keeps the heap at one entry per message on its first hop)
+            if h > 1:
+                push(heap, (st + (sf[0] if lastk else sl[0]) + lat[0], seq, m, 0, 1))
+            else:
+                push(heap, (e + lat[0], seq, m, lastk, _ARRIVE))
+            seq += 1
+        elif hop == _END:
+            a = m
+            end[a] = t
+            ended += 1
+            ci = actor_ci[a]
+            running[ci] = False
+            for m in out_msgs[a]:
+                inject[m] = t
+                if msg_local[m]:
+                    data_start[m] = t
+                    arrive[m] = t
+                    pending[msg_dst[m]] -= 1
+                elif lead[m] == m:  # a broadcast goes with its first message
+                    launch(m, t)
+            if mem is not None:
+                mem.now = t
+                mem.on_end(a)
+                admit(ci, t)
+            try_start(ci, t, CAUSE_ACTOR, a)
+        elif hop == _ARRIVE:
+            arrive[m] = t
+            d = msg_dst[m]
+            pending[d] -= 1
+            if streams:
+                s_ci = msg_src_ci[m]
+                L = lead[m]
+                out_left[L] -= 1
+                if out_left[L] == 0:  # the last of its broadcast: the stream is free
+                    out_used[s_ci] -= 1
+                    if out_wait[s_ci]:
+                        out_used[s_ci] += 1
+                        stream_out(out_wait[s_ci].popleft(), t)
+                d_ci = msg_dst_ci[m]
+                in_used[d_ci] -= 1
+                if in_wait[d_ci]:
+                    in_used[d_ci] += 1
+                    m2 = in_wait[d_ci].popleft()
+                    # the waiting producer resends req every `retry`; the next one wins
+                    grant(m2, resend_at(m2, t))
+            src = msg_src[m]
+            rem_out[src] -= 1
+            if rem_out[src] == 0 and needs_buf[src]:
+                s_ci = msg_src_ci[m]
+                bufs_free[s_ci] += 1
+                try_start(s_ci, t, CAUSE_BUFFER, m)
+            if mem is not None:
+                s_ci = msg_src_ci[m]
+                mem.now = t
+                mem.on_delivered(src)
+                admit(s_ci, t)
+                try_start(s_ci, t, CAUSE_MEMORY, -1)
+            if pending[d] == 0:
+                try_start(msg_dst_ci[m], t, CAUSE_MESSAGE, m)
+        else:  # _REQ
+            request_in(m, t)
 
     if ended < n_act:
-        stuck = [a for a in range(n_act) if end[a] < 0][:5]
-        why = ""
-        if mem is not None:
-            short = [x for x in (mem.stuck(ci) for ci in range(len(p.cores))) if x]
-            why = f"; memory: {'; '.join(short[:3])}" if short else ""
-        raise PlanError(
-            f"simulation stopped with {n_act - ended} actor(s) never run (e.g. {stuck}); "
-            f"the plan deadlocks{why}"
-        )
+        _deadlock(p, end, mem)
+    occ_ptr = [0] * (n_msg + 1)
+    for m in range(n_msg):
+        occ_ptr[m + 1] = occ_ptr[m] + len(occ_start[m])
     return RawRun(
         start=start,
         end=end,
@@ -388,8 +454,9 @@ def run(p: Prepared) -> RawRun:
         inject=inject,
         data_start=data_start,
         arrive=arrive,
-        occ_start=occ_start,
-        occ_end=occ_end,
+        occ_ptr=occ_ptr,
+        occ_start=list(itertools.chain.from_iterable(occ_start)),
+        occ_end=list(itertools.chain.from_iterable(occ_end)),
         events=seq,
         mem_peak=mem.peak_bytes() if mem is not None else None,
         mem_log=mem.events() if mem is not None else None,

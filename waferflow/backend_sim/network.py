@@ -197,6 +197,8 @@ def prepare(plan: Plan, wafer: Wafer, config: SimConfig) -> Prepared:
     msg_sf: list[tuple[int, ...]] = [()] * n_msgs
     msg_sl: list[tuple[int, ...]] = [()] * n_msgs
     msg_npk = [0] * n_msgs
+    explicit: dict[tuple[int, ...], tuple[tuple[int, ...], tuple[bool, ...]]] = {}
+    shapes: dict[tuple[int, tuple[bool, ...]], tuple[tuple[int, ...], ...]] = {}
     for m in plan.messages:
         s = actors[m.src_actor].core
         d = actors[m.dst_actor].core
@@ -204,8 +206,11 @@ def prepare(plan: Plan, wafer: Wafer, config: SimConfig) -> Prepared:
             msg_local[m.id] = True
             continue
         if m.route is not None:
-            _check_route(wafer, m.id, list(m.route))
-            links, kinds = links_of(list(m.route))
+            cached = explicit.get(m.route)
+            if cached is None:  # many messages share a route: check and number it once
+                _check_route(wafer, m.id, list(m.route))
+                cached = explicit[m.route] = links_of(list(m.route))
+            links, kinds = cached
         else:
             cached = route_cache.get((s, d))
             if cached is None:
@@ -213,6 +218,12 @@ def prepare(plan: Plan, wafer: Wafer, config: SimConfig) -> Prepared:
                 cached = links_of([r * cols + c for r, c in path])
                 route_cache[(s, d)] = cached
             links, kinds = cached
+        if not ragged:
+            shape = shapes.get((m.bytes, kinds))
+            if shape is not None:
+                msg_sf[m.id], msg_sl[m.id], msg_lat[m.id], msg_npk[m.id] = shape
+                msg_links[m.id] = links
+                continue
         n, full, last = packetize(m.bytes, flow.packet_bytes, flow.header_packets)
         h = len(links)
         if ragged:
@@ -229,6 +240,8 @@ def prepare(plan: Plan, wafer: Wafer, config: SimConfig) -> Prepared:
             msg_lat[m.id] = (lat_on,) * h
         msg_links[m.id] = links
         msg_npk[m.id] = n
+        if not ragged:  # messages of one size over hops of the same kinds: one shape
+            shapes[(m.bytes, kinds)] = (msg_sf[m.id], msg_sl[m.id], msg_lat[m.id], n)
     lead = list(range(n_msgs))
     members: dict[int, list[int]] = {}
     first: dict[tuple[int, int], int] = {}
