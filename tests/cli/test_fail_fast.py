@@ -141,3 +141,12 @@ def test_missing_parent_directories_are_created(tmp_path: Path) -> None:
     check_output(out, "--report")  # missing folders are fine: the writer makes them
     write_text(out, "x")
     assert out.read_text() == "x"
+
+
+def test_quiet_prints_the_report_only(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["compile", "hf:gpt2-tiny", "--wafer", "mesh4x4", "--batch", "1", "--seq", "8",
+                 "-q"])  # fmt: skip
+    out, err = capsys.readouterr()
+    assert code == 0 and err == ""
+    assert out.startswith("plan 'hf:gpt2-tiny'") and "step time" in out
+    assert "graph @" not in out and "wrote" not in out  # no IR summary, no file list
