@@ -26,6 +26,7 @@ from typing import Any
 from waferflow.backend_sim import SimResult, estimate, simulate
 from waferflow.errors import ConfigError, FormatError, PlanError, WaferflowError
 from waferflow.fileio import loads_json, read_text, short, want, want_int, want_object, write_text
+from waferflow.frontend.catalog import canonical_model, param_count
 from waferflow.ir.graph import Graph
 from waferflow.ir.parser import parse_graph
 from waferflow.ir.plan import Plan, plan_from_doc, plan_to_json, verify_plan
@@ -266,8 +267,8 @@ class CompiledPlan:
     def __repr__(self) -> str:
         return (
             f"<CompiledPlan {self.plan.name!r} on {self.wafer.name!r} "
-            f"({self.wafer.rows}x{self.wafer.cols}): {len(self.plan.actors)} actors on "
-            f"{len(self.plan.cores)} cores, {len(self.plan.messages)} messages>"
+            f"({self.wafer.rows}x{self.wafer.cols}): {len(self.plan.actors):,} actors on "
+            f"{self.wafer.units(len(self.plan.cores))}, {len(self.plan.messages):,} messages>"
         )
 
 
@@ -339,10 +340,13 @@ def resolve_wafer(wafer: str | Path | Wafer, coarsen: int = 1) -> Wafer:
 
 @contextmanager
 def _timed(timings: list[StepTiming], step: str, progress: Callable[[str], None] | None) -> Iterator[None]:  # fmt: skip
+    from waferflow.progress import phase
+
     if progress is not None:
         progress(step)
     start = time.perf_counter()
-    yield
+    with phase(step):  # shown inside waferflow.progress.reporting (the CLI, the demo)
+        yield
     timings.append(StepTiming(step, time.perf_counter() - start))
 
 
@@ -390,8 +394,12 @@ def compile(
     pipeline = parse_pipeline(passes or DEFAULT_PIPELINE)  # bad pipelines fail before tracing
     # a name the pipeline does not run would print nothing: refuse it with a did-you-mean
     check_pass_names(print_ir_after, pipeline, "print_ir_after")
-    # torch: only once the inputs are sound
-    from waferflow.frontend import load_model, trace, trace_model
+    check_inputs(model, w, plan=plan, mode=mode, optimizer=optimizer, dtype=dtype)
+    from waferflow.frontend import (
+        load_model,
+        trace,
+        trace_model,
+    )  # torch: only once the inputs are sound
 
     with _timed(timings, "trace", progress):
         if isinstance(model, str | Path) and example_inputs is None and loss_fn is None:
@@ -399,6 +407,8 @@ def compile(
                                 seq=seq, dtype=dtype, name=name)  # fmt: skip
         elif isinstance(model, str | Path):
             bundle = load_model(str(model), batch=batch, seq=seq, dtype=dtype)
+            if param_count(str(model)) is None:  # a file's model: counted once built
+                _check_module(bundle.module, w, plan, mode, optimizer, bundle.name)
             graph = trace(
                 bundle.module,
                 bundle.example_inputs if example_inputs is None else example_inputs,
@@ -410,6 +420,7 @@ def compile(
         else:
             if example_inputs is None:
                 raise WaferflowError("compile() needs example_inputs for an nn.Module")
+            _check_module(model, w, plan, mode, optimizer, name or type(model).__name__)
             graph = trace(model, example_inputs, mode=mode, optimizer=optimizer,
                           loss_fn=loss_fn, name=name)  # fmt: skip
     buf = io.StringIO()
@@ -500,6 +511,55 @@ def compile(
         search=search,
         ranks=ranks,
     )
+
+
+def check_inputs(
+    model: Any,
+    wafer: Wafer,
+    *,
+    plan: str | None,
+    mode: str = "infer",
+    optimizer: str = "sgd",
+    dtype: str | None = None,
+) -> None:
+    """What ``compile`` checks before it imports torch or traces anything: the model
+    name (a did-you-mean for a typo), the plan string, the mode, optimizer and dtype,
+    and, for a zoo model, that the whole wafer's SRAM can hold its weights (and, to
+    train, its gradients and optimizer state: ``parallel.capacity``)."""
+    from waferflow.parallel.capacity import StateBytes, check_capacity, plan_copies
+
+    for what, value, allowed in (
+        ("mode", mode, ("infer", "train")),
+        ("optimizer", optimizer, ("sgd", "adamw")),
+        ("dtype", dtype, (None, "f32", "bf16", "f16")),
+    ):
+        if value not in allowed:
+            names = ", ".join(str(a) for a in allowed if a is not None)
+            raise ConfigError(f"{what} {short(value)}: use one of {names}")
+    dp, zero = plan_copies(plan)  # parses the plan: a PlanError names a bad key
+    if not isinstance(model, str | Path):
+        return
+    params = param_count(str(model))  # a TraceError with a did-you-mean for a typo
+    if params is not None:
+        need = StateBytes(params, dtype, mode, optimizer, dp, zero)
+        check_capacity(need, wafer, model=canonical_model(str(model)))
+
+
+def _check_module(
+    module: Any, wafer: Wafer, plan: str | None, mode: str, optimizer: str, name: str
+) -> None:
+    """The capacity check for a built module: its parameters as they are (dtype included)."""
+    from waferflow.parallel.capacity import StateBytes, check_capacity, plan_copies
+
+    params = list(module.parameters()) if hasattr(module, "parameters") else []
+    if not params:
+        return
+    count = sum(p.numel() for p in params)
+    size = max(1, round(sum(p.numel() * p.element_size() for p in params) / count))
+    dtype = {4: "f32", 2: "bf16"}.get(size)
+    dp, zero = plan_copies(plan)
+    if dtype is not None:
+        check_capacity(StateBytes(count, dtype, mode, optimizer, dp, zero), wafer, model=name)
 
 
 def _placement_method(place: str | None, plan: str | None, wafer: Wafer) -> str:

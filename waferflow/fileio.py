@@ -17,13 +17,18 @@ and renames them together at the end, with Ctrl-C deferred, so that an interrupt
 run writes none of them. ``append_line`` adds one whole line to a journal (one
 ``write`` on a file opened for appending, fsynced before it returns) and
 ``read_lines`` reads a journal back, cutting off a torn last line left by a crash, so
-a line is either wholly there or not at all.
+a line is either wholly there or not at all. Every writer creates the missing folders
+above its output (``out/run1/plan.json`` makes ``out/run1``); ``check_output``
+refuses, before any work, a path that cannot be written (a file where a folder must be, a folder where
+the file must be, a format its name does not choose), and ``os_error_text`` words an
+``OSError`` for the user.
 """
 
 from __future__ import annotations
 
 import contextlib
 import difflib
+import errno
 import json
 import math
 import os
@@ -44,9 +49,11 @@ __all__ = [
     "append_line",
     "atomic_dir",
     "atomic_path",
+    "check_output",
     "decode_text",
     "kind_name",
     "loads_json",
+    "os_error_text",
     "read_lines",
     "read_text",
     "short",
@@ -474,3 +481,61 @@ class Staged:
             shutil.rmtree(tmp, ignore_errors=True)
         self._pending.clear()
         self._folders.clear()
+
+
+# -- output paths checked up front, and OS errors in words ---------------------------------
+
+_ERRNO_WORDS = {
+    errno.ENOENT: "does not exist",
+    errno.ENOTDIR: "is under a file, not a directory",
+    errno.EISDIR: "is a directory, not a file",
+    errno.EACCES: "cannot be accessed: permission denied",
+    errno.EPERM: "cannot be accessed: operation not permitted",
+    errno.EEXIST: "exists and is not a directory",
+    errno.ENOSPC: "cannot be written: no space left on the device",
+    errno.EROFS: "cannot be written: the file system is read-only",
+    errno.ENAMETOOLONG: "has a name that is too long",
+}
+
+
+def os_error_text(err: OSError) -> str:
+    """``err`` in words, naming the file: ``out/a exists and is not a directory``."""
+    name = err.filename if err.filename is not None else ""
+    words = _ERRNO_WORDS.get(err.errno or -1)
+    if words is None:
+        words = f"cannot be used: {(err.strerror or str(err)).lower()}"
+    return f"{name} {words}".strip() if name else (err.strerror or str(err))
+
+
+def check_output(
+    path: str | Path, option: str, *, suffixes: tuple[str, ...] = (), folder: bool = False
+) -> None:
+    """Refuse, before any work, an output ``path`` (given to ``option``) that cannot be
+    written: a name whose suffix is not one of ``suffixes`` (the format is chosen by
+    it), an existing folder where a file goes (or a file where ``folder`` goes), or a
+    file where one of the folders above it must be. Missing folders are fine: the
+    writers create them."""
+    out = Path(path)
+    if str(path) in ("", "."):
+        raise WaferflowError(f"{option}: give a file name")
+    if suffixes and out.suffix.lower() not in suffixes:
+        got = f"{out.suffix!r}" if out.suffix else "no extension"
+        raise WaferflowError(
+            f"{option} {short(str(path))}: the name must end in {' or '.join(suffixes)} "
+            f"(the format is chosen by it), got {got}"
+        )
+    if out.exists() and out.is_dir() != folder:
+        kind = "a directory" if out.is_dir() else "a file"
+        want_kind = "directory" if folder else "file"
+        raise WaferflowError(
+            f"{option} {short(str(path))}: {kind} is there, where the {want_kind} goes"
+        )
+    for parent in out.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise WaferflowError(
+                    f"{option} {short(str(path))}: {parent} exists and is not a directory"
+                )
+            if not os.access(parent, os.W_OK | os.X_OK):
+                raise WaferflowError(f"{option} {short(str(path))}: {parent} is not writable")
+            break

@@ -239,7 +239,7 @@ def test_compile_parallel_plan_places_with_cpsat(
     traces = [tmp_path / "compile.json", tmp_path / "simulate.json"]
     code, out, _ = run(
         capsys, "compile", "hf:gpt2-tiny", "--wafer", "mesh16x16", "--mode", "train",
-        "--batch", "8", "--plan", "dp=2,tp=4,pp=2,microbatches=4", "--place-time", "2", "-q",
+        "--batch", "8", "--plan", "dp=2,tp=4,pp=2,microbatches=4", "--place-time", "2",
         "-o", str(plan), "--trace", str(traces[0]), "--link-tracks", "--html", str(html),
     )  # fmt: skip
     assert code == 0, out

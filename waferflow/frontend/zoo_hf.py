@@ -10,25 +10,15 @@ asked for.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from waferflow.frontend.catalog import HFSpec
+
 IGNORE_INDEX = -100
-
-
-@dataclass(frozen=True, slots=True)
-class HFSpec:
-    """One Hugging Face zoo entry: how to build it and its default sizes."""
-
-    family: str  # gpt2 | llama | bert | vit
-    config: tuple[tuple[str, Any], ...]
-    batch: int
-    seq: int | None  # None for image models
-    description: str
 
 
 def causal_lm_loss(output: Any, input_ids: torch.Tensor, *rest: Any) -> torch.Tensor:
@@ -59,132 +49,6 @@ LOSSES: dict[str, Callable[..., torch.Tensor]] = {
     "llama": causal_lm_loss,
     "bert": masked_lm_loss,
     "vit": image_classification_loss,
-}
-
-_TINY_TEXT = (("vocab_size", 512), ("bos_token_id", 0), ("eos_token_id", 0), ("pad_token_id", 0))
-
-SPECS: dict[str, HFSpec] = {
-    "gpt2": HFSpec("gpt2", (), 8, 1024, "GPT-2 small (124M): 12 layers, d=768, 12 heads"),
-    "gpt2-medium": HFSpec(
-        "gpt2",
-        (("n_layer", 24), ("n_embd", 1024), ("n_head", 16)),
-        8,
-        1024,
-        "GPT-2 medium (355M): 24 layers, d=1024, 16 heads",
-    ),
-    "gpt2-tiny": HFSpec(
-        "gpt2",
-        (("n_layer", 2), ("n_embd", 64), ("n_head", 4), ("n_positions", 128), *_TINY_TEXT),
-        8,  # divisible by dp x micro-batches of the plans in the README and docs
-        32,
-        "GPT-2 shaped, for tests: 2 layers, d=64, 4 heads, vocab 512",
-    ),
-    "gpt3-175b": HFSpec(
-        "gpt2",
-        (
-            ("n_layer", 96),
-            ("n_embd", 12288),
-            ("n_head", 96),
-            ("n_positions", 2048),
-            ("vocab_size", 50257),
-        ),
-        1,
-        2048,
-        "GPT-3 175B shaped (dense GPT-2 blocks): 96 layers, d=12288, 96 heads, context 2048",
-    ),
-    "llama-7b": HFSpec(
-        "llama",
-        (
-            ("hidden_size", 4096),
-            ("num_hidden_layers", 32),
-            ("num_attention_heads", 32),
-            ("num_key_value_heads", 32),
-            ("intermediate_size", 11008),
-            ("vocab_size", 32000),
-            ("max_position_embeddings", 2048),
-        ),
-        1,
-        2048,
-        "LLaMA 7B (6.7B): 32 layers, d=4096, 32 heads, FFN 11008, vocab 32000",
-    ),
-    "llama-13b": HFSpec(
-        "llama",
-        (
-            ("hidden_size", 5120),
-            ("num_hidden_layers", 40),
-            ("num_attention_heads", 40),
-            ("num_key_value_heads", 40),
-            ("intermediate_size", 13824),
-            ("vocab_size", 32000),
-            ("max_position_embeddings", 2048),
-        ),
-        1,
-        2048,
-        "LLaMA 13B (13.0B): 40 layers, d=5120, 40 heads, FFN 13824, vocab 32000",
-    ),
-    "llama-70b": HFSpec(
-        "llama",
-        (
-            ("hidden_size", 8192),
-            ("num_hidden_layers", 80),
-            ("num_attention_heads", 64),
-            ("num_key_value_heads", 8),
-            ("intermediate_size", 28672),
-            ("vocab_size", 32000),
-            ("max_position_embeddings", 4096),
-        ),
-        1,
-        4096,
-        "Llama 2 70B (69.0B): 80 layers, d=8192, 64 heads (8 KV heads), FFN 28672, vocab 32000",
-    ),
-    "llama-tiny": HFSpec(
-        "llama",
-        (
-            ("hidden_size", 64),
-            ("num_hidden_layers", 2),
-            ("num_attention_heads", 4),
-            ("num_key_value_heads", 2),
-            ("intermediate_size", 172),
-            ("max_position_embeddings", 128),
-            *_TINY_TEXT,
-        ),
-        2,
-        32,
-        "LLaMA shaped, for tests: 2 layers, d=64, 4 heads (2 KV heads), vocab 512",
-    ),
-    "bert-base": HFSpec("bert", (), 8, 128, "BERT base (110M) masked LM: 12 layers, d=768"),
-    "bert-tiny": HFSpec(
-        "bert",
-        (
-            ("num_hidden_layers", 2),
-            ("hidden_size", 64),
-            ("num_attention_heads", 4),
-            ("intermediate_size", 256),
-            ("max_position_embeddings", 128),
-            *_TINY_TEXT,
-        ),
-        2,
-        32,
-        "BERT shaped masked LM, for tests: 2 layers, d=64, 4 heads, vocab 512",
-    ),
-    "vit-base": HFSpec(
-        "vit", (("num_labels", 1000),), 8, None, "ViT-B/16 (86M) on 224x224 images, 1000 classes"
-    ),
-    "vit-tiny": HFSpec(
-        "vit",
-        (
-            ("image_size", 32),
-            ("patch_size", 8),
-            ("hidden_size", 64),
-            ("num_hidden_layers", 2),
-            ("num_attention_heads", 4),
-            ("intermediate_size", 128),
-            ("num_labels", 10),
-        ),
-        2,
-        None,
-        "ViT shaped, for tests: 32x32 images, 8x8 patches, 2 layers, d=64, 10 classes",
-    ),
 }
 
 

@@ -93,8 +93,13 @@ class ParallelResult:
 
     def summary(self) -> str:
         lines = [
-            f"parallel plan {self.spec}: {len(self.plan.actors)} actors on "
-            f"{len(self.plan.cores)} cores, {len(self.plan.messages)} messages",
+            f"parallel plan {self.spec}: {len(self.plan.actors):,} actors on "
+            + (
+                self.wafer.units(len(self.plan.cores))
+                if self.wafer is not None
+                else f"{len(self.plan.cores):,} cores"
+            )
+            + f", {len(self.plan.messages):,} messages",
             *([self.span_note] if self.span_note else []),
             self.memory.summary(),
         ]

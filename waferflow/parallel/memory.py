@@ -62,10 +62,10 @@ class CoreMemory:
     def part(self, category: str) -> int:
         return dict(self.breakdown).get(category, 0)
 
-    def describe(self) -> str:
+    def describe(self, unit: str = "core") -> str:
         parts = ", ".join(f"{c} {fmt_bytes(b)}" for c, b in self.breakdown if b)
         return (
-            f"core {self.coord} (stage {self.stage}): needs {fmt_bytes(self.peak_bytes)} "
+            f"{unit} {self.coord} (stage {self.stage}): needs {fmt_bytes(self.peak_bytes)} "
             f"({parts or 'nothing'}), has {fmt_bytes(self.capacity_bytes)}"
         )
 
@@ -77,6 +77,7 @@ class MemoryReport:
     plan_name: str = ""
     wafer_name: str = ""
     suggestions: tuple[str, ...] = field(default=())
+    unit: str = "core"  # what each entry is: a core, or on a coarse view a node (Wafer.unit)
 
     @property
     def fits(self) -> bool:
@@ -95,7 +96,7 @@ class MemoryReport:
 
     def rows(self, k: int = 8) -> tuple[list[str], list[list[str]]]:
         """Header and rows of the ``k`` fullest cores: peak and what it is made of."""
-        head = ["core", "stage", "peak", "capacity", *CATEGORIES]
+        head = [self.unit, "stage", "planned peak", "capacity", *CATEGORIES]
         body = []
         for c in self.top(k):
             body.append([str(c.coord), str(c.stage), fmt_bytes(c.peak_bytes),
@@ -110,25 +111,25 @@ class MemoryReport:
         lines = ["  ".join(x.rjust(w) for x, w in zip(r, widths, strict=True)) for r in rows]
         more = len(self.cores) - min(k, len(self.cores))
         if more > 0:
-            lines.append(f"... and {more} more core(s)")
+            lines.append(f"... and {more} more {self.unit}(s)")
         return "\n".join(lines)
 
     def summary(self) -> str:
         state = "fits" if self.fits else "DOES NOT FIT"
         used = sum(c.peak_bytes for c in self.cores)
         return (
-            f"memory: {state}; peak {fmt_bytes(self.peak_bytes)} per core "
-            f"({'recompute' if self.recompute else 'no recompute'}), "
-            f"{fmt_bytes(used)} over {len(self.cores)} cores"
+            f"memory (planned, by liveness): {state}; peak {fmt_bytes(self.peak_bytes)} per "
+            f"{self.unit} ({'recompute' if self.recompute else 'no recompute'}), "
+            f"{fmt_bytes(used)} over {len(self.cores):,} {self.unit}s"
         )
 
     def refusal(self, k: int = 5) -> str:
         bad = [c for c in self.cores if not c.fits]
         lines = [
             f"plan {self.plan_name} does not fit wafer {self.wafer_name!r}: {len(bad)} of "
-            f"{len(self.cores)} cores need more SRAM than they have; the worst:"
+            f"{len(self.cores)} {self.unit}s need more SRAM than they have; the worst:"
         ]
-        lines += [f"  {c.describe()}" for c in self.offenders(k)]
+        lines += [f"  {c.describe(self.unit)}" for c in self.offenders(k)]
         lines.append("  " + ("; ".join(self.suggestions) if self.suggestions else ""))
         return "\n".join(x for x in lines if x.strip())
 
@@ -175,7 +176,9 @@ def plan_memory(
     if bad:
         worst = max(bad, key=lambda c: c.overflow)
         tips = suggestions(worst, recompute=recompute, gpipe=gpipe, microbatches=microbatches)
-    return MemoryReport(tuple(cores), recompute, plan_name or plan.name, wafer.name, tips)
+    return MemoryReport(
+        tuple(cores), recompute, plan_name or plan.name, wafer.name, tips, unit=wafer.unit
+    )
 
 
 def _core(

@@ -66,6 +66,7 @@ from waferflow.parallel.memory import fmt_bytes
 from waferflow.parallel.plan_spec import ParallelPlan
 from waferflow.parallel.span import SpanChoice, choose_span
 from waferflow.parallel.stages import param_of
+from waferflow.progress import phase
 
 if TYPE_CHECKING:
     from waferflow.parallel.uniform import UniformBaseline
@@ -280,10 +281,12 @@ def _search(
     limit = wafer.num_alive if max_ranks is None else min(max_ranks, wafer.num_alive)
     spans: dict[int, SpanChoice] = {}
     rows: list[SearchRow] = []
-    for plan in candidates(graph, wafer, figs.batch, limit):
-        if plan.num_ranks not in spans:
-            spans[plan.num_ranks] = choose_span(wafer, plan)
-        rows.append(rough_row(plan, spans[plan.num_ranks], figs))
+    with phase("plan search: screen", unit="candidates") as shown:
+        for plan in candidates(graph, wafer, figs.batch, limit):
+            if plan.num_ranks not in spans:
+                spans[plan.num_ranks] = choose_span(wafer, plan)
+            rows.append(rough_row(plan, spans[plan.num_ranks], figs))
+            shown.advance(1)
     if not rows:
         raise PlanError(
             f"plan search: no candidate plan of @{graph.name} has at most {limit} ranks on "
@@ -294,32 +297,37 @@ def _search(
     best: tuple[float, int, str, int, ParallelPlan] | None = None
     kept: tuple[Graph, ParallelState] | None = None
     good = builds = 0
-    for i, row in enumerate(rows):
-        if good >= top or builds >= 3 * top:
-            break
-        builds += 1
-        if progress is not None:
-            progress(f"plan auto: building {row.plan} ({builds} of at most {3 * top})")
-        g = clone_graph(graph)
-        try:
-            # not verified here: the plan kept is, by placement (the assembler's output
-            # is checked by the tests; verifying each candidate cost 10% of the search)
-            st = build_state(g, wafer, row.plan, check_memory=False, verify=False)
-        except PlanError as e:
-            rows[i] = replace(row, note=_shorten(str(e)))
-            continue
-        assert st.memory is not None and st.actor_plan is not None
-        tight = max(st.memory.cores, key=lambda c: (c.overflow, -c.core))
-        done = replace(row, built=True, fits=st.memory.fits, peak_bytes=tight.peak_bytes,
-                       capacity_bytes=tight.capacity_bytes)  # fmt: skip
-        if done.fits:
-            step = estimate_step(st.actor_plan, st.wafer, SimConfig(verify=False))
-            done = replace(done, step_seconds=step)
-            good += 1
-            key = (step, row.ranks, row.plan, i, st.plan)
-            if best is None or key[:3] < best[:3]:
-                best, kept = key, (g, st)
-        rows[i] = done
+    # at most 3 x top builds: the count shown is that bound (it stops at `top` that fit)
+    with phase("plan search: build", min(len(rows), 3 * top), "plans") as shown:
+        for i, row in enumerate(rows):
+            if good >= top or builds >= 3 * top:
+                break
+            builds += 1
+            shown.status(f"building {row.plan}; {good} of {top} wanted fit so far")
+            if progress is not None:
+                progress(f"plan auto: building {row.plan} ({builds} of at most {3 * top})")
+            g = clone_graph(graph)
+            try:
+                # not verified here: the plan kept is, by placement (the assembler's output
+                # is checked by the tests; verifying each candidate cost 10% of the search)
+                st = build_state(g, wafer, row.plan, check_memory=False, verify=False)
+            except PlanError as e:
+                rows[i] = replace(row, note=_shorten(str(e)))
+                shown.advance(1)
+                continue
+            assert st.memory is not None and st.actor_plan is not None
+            tight = max(st.memory.cores, key=lambda c: (c.overflow, -c.core))
+            done = replace(row, built=True, fits=st.memory.fits, peak_bytes=tight.peak_bytes,
+                           capacity_bytes=tight.capacity_bytes)  # fmt: skip
+            if done.fits:
+                step = estimate_step(st.actor_plan, st.wafer, SimConfig(verify=False))
+                done = replace(done, step_seconds=step)
+                good += 1
+                key = (step, row.ranks, row.plan, i, st.plan)
+                if best is None or key[:3] < best[:3]:
+                    best, kept = key, (g, st)
+            rows[i] = done
+            shown.advance(1)
     if best is None:
         raise PlanError(_refusal(graph, wafer, rows))
     rows[best[3]] = replace(rows[best[3]], kept=True)

@@ -101,6 +101,7 @@ from waferflow.passes.place_result import (
 )
 from waferflow.passes.registry import register_pass
 from waferflow.perf import gc_paused
+from waferflow.progress import Phase, phase
 
 _FLOORPLAN_SHARE = 0.5  # at most, of the time limit; the rank refinement gets the rest
 
@@ -186,6 +187,32 @@ class _Parallel:
         if s.program is not None and lowered and s.memory is not None:
             self.ready = _Built(s.layout, s.program, s.actor_plan, s.meta, list(s.records),
                                 s.memory)  # fmt: skip
+        self.shown: Phase | None = None  # progress, when shown (waferflow.progress)
+
+    def starting(self, what: str, share: float | None = None) -> None:
+        """Progress: ``what`` starts (a CP-SAT call with ``share`` of the budget)."""
+        if self.shown is None:
+            return
+        budget = (
+            f", CP-SAT with {share:.0%} of the {self.opts.time_limit:g} s deterministic budget"
+            if share is not None
+            else ""
+        )
+        best = ""
+        if self.best is not None:
+            kept = self.candidates[self.best[0][3]]
+            best = f"; best so far {kept.method}, {kept.step_time * 1e3:.4g} ms/step"
+        self.shown.status(f"{what}{budget}{best}")
+
+    def finished(self, report: SolveReport | None = None) -> None:
+        """Progress: the unit of work started last is done."""
+        if self.shown is None:
+            return
+        if report is None:
+            self.shown.advance(1)
+        else:
+            self.shown.advance(1, status=f"objective {report.objective:,.6g}, bound "
+                               f"{report.best_bound:,.6g} ({report.status.value})")  # fmt: skip
 
     def build(self, layout: Layout) -> _Built:
         s = self.state
@@ -209,6 +236,7 @@ class _Parallel:
             self.candidates.append(replace(first, method=method, note=again))
             return
         self.seen[layout.cores] = len(self.candidates)
+        self.starting(f"{method}: build and time")
         built = self.build(layout)
         if self.flows is None:
             self.flows = bridge.rank_flows(built.plan, layout.cores)
@@ -233,6 +261,7 @@ class _Parallel:
         key = (0 if fits else 1, step, traffic.byte_hops, idx)
         if self.best is None or key < self.best[0]:
             self.best = (key, built, method)
+        self.finished()
 
     def floorplan_score(self, layout: Layout) -> float | None:
         """The stage-level floorplan objective of the stages' bounding boxes."""
@@ -289,11 +318,13 @@ class _Parallel:
         a, b = bridge.block_shape(self.tp)
         blocks = (a, b) != (1, 1)
         part = share / 2 if blocks else share
+        self.starting("cp-sat floorplan (a rectangle per stage)", part)
         try:
             fp = solve_floorplan(self.problem, self.opts.solve_options(part))
         except PlanError as e:  # e.g. no rectangles fit: the baselines still stand
             self.notes.append(f"cp-sat floorplan: {e}")
             return
+        self.finished(fp.report)
         self.reports.append(("floorplan", fp.report))
         try:
             rects = self.from_box(bridge.shrink_rects(self.problem, fp.rects))
@@ -310,11 +341,13 @@ class _Parallel:
         except PlanError as e:
             self.notes.append(f"{method}: not posed: {e}")
             return
+        self.starting(method, part)
         try:
             fpb = solve_floorplan(cells, self.opts.solve_options(part, export=False))
         except PlanError as e:
             self.notes.append(f"{method}: {e}")
             return
+        self.finished(fpb.report)
         self.reports.append((f"floorplan ({a}x{b} blocks)", fpb.report))
         rects = self.from_box(bridge.shrink_rects(cells, fpb.rects), a, b)
         try:
@@ -352,6 +385,28 @@ def _place_state(graph: Graph, state: ParallelState, options: PlaceOptions) -> P
     run = _Parallel(graph, state, options)
     if not crossbar:
         run.grid.require_connected()  # PlanError listing the islands
+    with phase("placement", _planned_steps(run, crossbar), "steps") as shown:
+        run.shown = shown
+        return _place(graph, state, options, run, crossbar, t0)
+
+
+def _planned_steps(run: _Parallel, crossbar: bool) -> int:
+    """How many units of work placement will do (for the progress estimate): each
+    candidate built and timed, each CP-SAT call, the routes."""
+    if crossbar:
+        return 1
+    a, b = bridge.block_shape(run.tp)
+    solves = 2 + (2 if (a, b) != (1, 1) else 0)  # each solve and its candidate
+    baselines = len(run.opts.baselines)
+    refine = 2 if run.opts.refine else 0
+    return 1 + solves + baselines + refine + (run.opts.route != "none")
+
+
+def _place(
+    graph: Graph, state: ParallelState, options: PlaceOptions, run: _Parallel, crossbar: bool,
+    t0: float,
+) -> PlacedResult:  # fmt: skip
+    wafer = state.wafer
     view = bridge.describe_view(wafer)
     default = strip_layout(wafer, run.pp, run.ranks, run.tp)
     run.offer("strips (default)" if default.kind == "strips" else "snake (default)", default)
@@ -387,7 +442,9 @@ def _place_state(graph: Graph, state: ParallelState, options: PlaceOptions) -> P
     if options.route != "none":
         from waferflow.passes.route import route_plan
 
+        run.starting(f"routes ({options.route})")
         plan, routes = route_plan(plan, wafer, order=options.route)
+        run.finished()
         state.actor_plan = plan
     g = run.fp_grid
     part = "" if (g.rows, g.cols) == (wafer.rows, wafer.cols) else (
@@ -417,7 +474,7 @@ def _place_state(graph: Graph, state: ParallelState, options: PlaceOptions) -> P
         decisions.append(
             f"inside a node: its {k}x{k} cores pool compute and SRAM and are not placed one by "
             f"one; each matmul spreads over them as a {k}x{k} block grid whose operand "
-            "traffic is priced (backend_sim.costs.node_network_ps)"
+            "traffic is priced (docs/simulator.md)"
         )
     decisions += run.notes
     spec = state.plan
@@ -469,9 +526,11 @@ def _refine(run: _Parallel, options: PlaceOptions) -> None:
     # floorplans left (they take at most _FLOORPLAN_SHARE)
     used = sum(rep.deterministic_time for _, rep in run.reports)
     share = max(0.05 * options.time_limit, options.time_limit - used) / options.time_limit
+    run.starting("rank refinement (swap descent + CP-SAT LNS)", share)
     cores, rep = bridge.refine_ranks(
         problem, start, options.solve_options(share, export=not run.reports)
     )
+    run.finished(rep)
     run.reports.append(("ranks", rep))
     source = run.candidates[idx]
     if cores == start:  # nothing better found: the same layout, no need to rebuild it

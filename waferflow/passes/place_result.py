@@ -246,7 +246,8 @@ def format_result(r: PlacedResult) -> str:
         lines.append(
             f"solver ({name}): {rep.status.value}, objective {rep.objective:.6g}, bound "
             f"{rep.best_bound:.6g}, gap {100 * rep.gap:.2f}%, {rep.deterministic_time:.2f} "
-            f"deterministic s ({rep.wall_time:.2f} s wall); {', '.join(rep.techniques)}"
+            f"deterministic s ({rep.wall_time:.2f} s wall); "
+            f"{', '.join(dict.fromkeys(rep.techniques))}"
         )
     if r.routes is not None:
         lines.append(r.routes.summary())
