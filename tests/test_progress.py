@@ -82,3 +82,41 @@ def test_simulation_is_the_same_with_progress_shown() -> None:
         shown = simulate(plan, wafer)
     assert shown.step_time == quiet.step_time and shown.summary() == quiet.summary()
     assert "phase=simulate start" in out.getvalue()
+
+
+def test_bars_show_on_a_terminal_that_reports_no_size() -> None:
+    """stderr on a pseudo-terminal opened without a size (0 x 0, as under a test
+    harness or some CI shells): tqdm would draw empty bars and hide every bar below
+    row 0, so nothing showed."""
+    import os
+    import pty
+    import select
+    import subprocess
+    import sys
+
+    code = (
+        "from waferflow.progress import phase, reporting\n"
+        "with reporting('auto'), phase('placement', 2, 'steps') as p:\n"
+        "    p.advance(1)\n"
+    )
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-c", code], stderr=slave)
+    os.close(slave)
+    seen = b""
+    try:
+        while True:
+            if select.select([master], [], [], 1.0)[0]:
+                try:
+                    chunk = os.read(master, 4096)
+                except OSError:  # the process ended and closed the terminal
+                    break
+                if not chunk:
+                    break
+                seen += chunk
+            elif proc.poll() is not None:
+                break
+    finally:
+        proc.wait()
+        os.close(master)
+    assert proc.returncode == 0
+    assert b"placement:" in seen and b"/2 [" in seen

@@ -21,6 +21,7 @@ deterministic work, never on wall time; wall time only throttles the printing).
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import threading
 import time
@@ -139,10 +140,13 @@ class _Reporter:
             if self.mode is Mode.BAR:
                 from tqdm import tqdm
 
+                sized = _columns(self.stream) > 0  # a pty may have no size: bars would be empty
                 p._bar = tqdm(
                     total=p.total, desc=p.name, unit=f" {p.unit}" if p.unit else "it",
                     file=self.stream, position=len(self.stack), leave=not self.stack,
-                    dynamic_ncols=True, mininterval=0.5,
+                    dynamic_ncols=sized, ncols=None if sized else _FALLBACK_COLUMNS,
+                    nrows=None if sized else _FALLBACK_ROWS,  # tqdm hides bars below nrows
+                    mininterval=0.5,
                 )  # fmt: skip
             else:
                 self._emit(p.line(self.t0, "start"))
@@ -213,6 +217,18 @@ def reporting(
         reporter.stop()
         for p in reversed(list(reporter.stack)):
             reporter.close(p)
+
+
+_FALLBACK_COLUMNS, _FALLBACK_ROWS = 100, 24  # for a terminal that reports no size
+
+
+def _columns(stream: TextIO) -> int:
+    """The terminal's width in columns (0 when it reports no size)."""
+    try:
+        size = os.get_terminal_size(stream.fileno())
+        return size.columns if size.lines else 0
+    except (AttributeError, ValueError, OSError):
+        return 0
 
 
 def _isatty(stream: TextIO) -> bool:

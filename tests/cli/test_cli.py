@@ -245,7 +245,7 @@ def test_compile_parallel_plan_places_with_cpsat(
     assert code == 0, out
     for needle in ("strips (default)", "snake", "cp-sat", "solver (floorplan)", "gap", "bound"):
         assert needle in out
-    assert "per-core memory" in out and "step time" in out
+    assert "memory as planned" in out and "step time" in out
     page = html.read_text()
     assert page.count("<table>") == 2 and page.count("<img ") == 4 and 'class="kept"' in page
     # the saved plan keeps its ranks: simulate's trace names them as compile's does
