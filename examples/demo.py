@@ -17,6 +17,7 @@ import argparse
 import json
 import sys
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -24,7 +25,7 @@ import waferflow as wf
 from waferflow.backend_sim import simulate
 from waferflow.fileio import write_text
 from waferflow.ir.summary import summarize
-from waferflow.progress import reporting
+from waferflow.progress import phase, reporting
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -69,18 +70,27 @@ def main(argv: list[str] | None = None) -> int:
             f"{roof * 1e3:.4g} ms, so the core model is {step / roof:.2f}x the roofline"
         )
 
-    files = {
-        "plan": compiled.save(out / "plan.json"),
-        "trace": report.to_chrome_trace(out / "trace.json"),
-        "placement": compiled.plot_placement(out / "placement.png"),
-        "links": report.plot_links(out / "links.png"),
-        "timeline": report.plot_timeline(out / "timeline.png"),
-        "memory": report.plot_memory(out / "memory.png"),
+    # the outputs take a while (the trace holds every actor and message): a phase of
+    # their own, so that progress shows through them too
+    writers: dict[str, Callable[[], Path]] = {
+        "plan": lambda: compiled.save(out / "plan.json"),
+        "trace": lambda: report.to_chrome_trace(out / "trace.json"),
+        "placement": lambda: compiled.plot_placement(out / "placement.png"),
+        "links": lambda: report.plot_links(out / "links.png"),
+        "timeline": lambda: report.plot_timeline(out / "timeline.png"),
+        "memory": lambda: report.plot_memory(out / "memory.png"),
+        "ir": lambda: write_text(out / "graph.wf", wf.ir.print_graph(compiled.graph)),
     }
-    write_text(out / "graph.wf", wf.ir.print_graph(compiled.graph))
-    files["ir"] = out / "graph.wf"
-    images = {k: files[k] for k in ("placement", "links", "timeline", "memory")}
-    files["html"] = report.to_html(out / "report.html", images)
+    files: dict[str, Path] = {}
+    with phase("outputs", len(writers) + 1, "files") as shown:
+        for kind, write in writers.items():
+            shown.status(f"writing the {kind}")
+            files[kind] = write()
+            shown.advance(1)
+        images = {k: files[k] for k in ("placement", "links", "timeline", "memory")}
+        shown.status("writing the HTML report")
+        files["html"] = report.to_html(out / "report.html", images)
+        shown.advance(1)
     print("\n== wrote")
     for kind, path in files.items():
         print(f"   {kind:<10} {path}")
