@@ -18,7 +18,7 @@ _AXES: dict[str, MeshAxis] = {a.value: a for a in MeshAxis}
 _MODES: dict[str, MbMode] = {m.value: m for m in MbMode}
 _LEVELS: dict[str, ParallelLevel] = {lv.value: lv for lv in ParallelLevel}
 _GRAPH_PAR_INTS = ("dp", "tp", "mb", "pp", "ranks")
-_GRAPH_PAR_KEYS = ("plan", "wafer", *_GRAPH_PAR_INTS, "level")
+_GRAPH_PAR_KEYS = ("plan", "wafer", *_GRAPH_PAR_INTS, "level", "zero")
 _OP_PAR_KEYS = ("stage", "mb", "in", "div", "stats", "on")
 
 
@@ -96,6 +96,10 @@ class ParallelClauses:
             if key == "level":
                 return _LEVELS[self.expect_word(_LEVELS, "level")[1]]  # type: ignore[arg-type]
             value = self.expect_int(key)
+            if key == "zero":
+                if value not in (0, 1, 2, 3):
+                    raise self.error(f"zero must be 0, 1, 2 or 3 (a ZeRO stage), got {value}", pos)
+                return value
             if value < 1:
                 raise self.error(f"{key} must be at least 1, got {value}", pos)
             return value

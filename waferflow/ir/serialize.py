@@ -60,7 +60,7 @@ _VERSIONS = (1, 2)
 _TOP_KEYS = ("format", "version", "name", "ops", "outputs", "parallel")
 _OP_KEYS = ("kind", "operands", "results", "attrs", "phase", "prov", "cost", "par")
 _RESULT_KEYS = ("name", "dtype", "shape", "sharding")
-_GRAPH_PAR_KEYS = ("plan", "wafer", "dp", "tp", "mb", "pp", "ranks", "level")
+_GRAPH_PAR_KEYS = ("plan", "wafer", "dp", "tp", "mb", "pp", "ranks", "level", "zero")
 _OP_PAR_KEYS = ("stage", "mode", "inputs", "divided", "stats", "region")
 _PROV_KEYS = ("module", "aten")
 _COST_KEYS = ("flops", "bytes_read", "bytes_written")
@@ -170,6 +170,8 @@ def graph_to_json(graph: Graph) -> dict[str, Any]:
             "plan": gp.plan, "wafer": gp.wafer, "dp": gp.dp, "tp": gp.tp, "mb": gp.mb,
             "pp": gp.pp, "ranks": gp.ranks, "level": gp.level.value,
         }  # fmt: skip
+        if gp.zero:
+            doc["parallel"]["zero"] = gp.zero
     return doc
 
 
@@ -308,7 +310,10 @@ def _decode_graph_parallel(raw: Any, path: str) -> GraphParallel:
             raise GraphFormatError(f"{path}.{key}", f"expected an integer >= 1, found {value!r}")
         ints[key] = value
     level = _enum_value(ParallelLevel, raw.get("level", "sharded"), f"{path}.level", "level")
-    return GraphParallel(plan, wafer, level=level, **ints)
+    zero = raw.get("zero", 0)
+    if not _is_int(zero) or zero not in (0, 1, 2, 3):
+        raise GraphFormatError(f"{path}.zero", f"expected a ZeRO stage 0..3, found {zero!r}")
+    return GraphParallel(plan, wafer, level=level, zero=zero, **ints)
 
 
 def _decode_sharding(raw: Any, path: str) -> Sharding:

@@ -24,7 +24,7 @@ from waferflow.errors import PlanError
 from waferflow.ir.dtypes import DType
 from waferflow.ir.graph import Op, Phase, Value
 from waferflow.ir.opkind import VIEWS, OpKind
-from waferflow.ir.parallel import reads_value
+from waferflow.ir.parallel import reads_value, stored_shard
 from waferflow.ir.plan import Actor, Message, Plan
 from waferflow.ir.sharding import shard_shape
 from waferflow.ir.target.wafer import Wafer
@@ -287,6 +287,9 @@ class _Assembler:
             lambda i: new(i, "start", 0, 0),
             lambda s, d, b: self.msgs.append((s, d, b, True)),
         )
+        gathers_param = op.kind is K.ALL_GATHER and stored_shard(
+            v0, ci.axis, ins[0].get(ci.axis)
+        )  # ZeRO-3: the whole parameter, freed after its last reader
         for member, rank in enumerate(ci.ranks):
             if not steps[member]:
                 continue
@@ -295,7 +298,15 @@ class _Assembler:
                 self.acts[f].out_bytes = sum(out_bytes)
                 for r, nbytes in zip(op.results, out_bytes, strict=True):
                     cat = "gradients" if r.name in p.gradients else "activations"
-                    self.meta[f].produces.append(((r.name, rank, ci.instance), nbytes, cat))
+                    cat = "weights" if gathers_param else cat
+                    acc = per_mb and r.name in p.accumulators  # ZeRO-2/3: summed shards
+                    if acc and ci.instance > 0:  # add into the accumulated shard
+                        elems = nbytes // r.type.dtype.itemsize
+                        self.acts[f].flops += elems
+                        self.acts[f].bytes_read += 2 * nbytes
+                        self.acts[f].bytes_written += nbytes
+                    key = (r.name, rank, -2 if acc else ci.instance)
+                    self.meta[f].produces.append((key, nbytes, cat))
             for src, _ in deps[member]:
                 self.msgs.append((src, steps[member][0], 0, True))
         self.coll_steps[index] = steps

@@ -43,6 +43,7 @@ from waferflow.parallel.plan_spec import (
 from waferflow.parallel.propagate import ShardingResult, propagate
 from waferflow.parallel.span import SpanChoice, choose_span
 from waferflow.parallel.stages import StageAssignment, assign_stages, layer_modes
+from waferflow.parallel.zero import apply_zero
 
 
 @dataclass
@@ -149,6 +150,7 @@ def parallelize(graph: Graph, wafer: Wafer, spec: ParallelPlan | str) -> Paralle
         raise PlanError(f"ways={plan.ways} does not divide the batch {batch}")
     modes = layer_modes(graph, plan)
     sharding = propagate(graph, plan.mesh(), batch=batch, modes=modes)
+    sharding.notes += apply_zero(graph, sharding, plan)
     stages = assign_stages(graph, wafer, plan)
     annotate(graph, plan, wafer.name, sharding, stages, ParallelLevel.SHARDED)
     return ParallelState(

@@ -27,9 +27,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from waferflow.ir.graph import Attrs, Cost, Graph, Op, Phase, Value
+from waferflow.ir.graph import Attrs, Cost, Graph, Op, Phase, Provenance, Value
 from waferflow.ir.opkind import COLLECTIVE, OpKind
-from waferflow.ir.parallel import AXES, ParallelLevel, needs_conversion, reads_value
+from waferflow.ir.parallel import (
+    AXES,
+    ParallelLevel,
+    needs_conversion,
+    reads_value,
+    stored_shard,
+    updates_param,
+)
 from waferflow.ir.sharding import (
     PARTIAL,
     REPLICATED,
@@ -106,8 +113,16 @@ def conversions_from_ir(graph: Graph) -> list[Conversion]:
                     reduced.add((id(v), a))
     for k, v in enumerate(graph.outputs):
         for a in axes:
-            if a in _RANK_AXES and isinstance(v.sharding.get(a), Partial):
+            have = v.sharding.get(a)
+            if a in _RANK_AXES and isinstance(have, Partial):
                 out.append(Conversion(None, k, a, PARTIAL, REPLICATED))
+            elif (
+                a is MeshAxis.DP
+                and gp.zero in (1, 2)
+                and isinstance(have, Split)
+                and updates_param(v)
+            ):  # ZeRO-1/2: every replica starts the next step with the whole parameter
+                out.append(Conversion(None, k, a, have, REPLICATED))
     return out
 
 
@@ -121,7 +136,7 @@ def insert_collectives(
     by_use: dict[tuple[Op | None, int], list[Conversion]] = {}
     for c in conversions_from_ir(graph):
         by_use.setdefault((c.op, c.operand), []).append(c)
-    made: dict[tuple[int, MeshAxis, Placement, Placement, Placement | None], Value] = {}
+    made: dict[tuple, Value] = {}
     inserted: list[InsertedCollective] = []
     for (consumer, i), convs in by_use.items():
         convs.sort(key=lambda c: _AXIS_ORDER.index(c.axis))
@@ -133,11 +148,21 @@ def insert_collectives(
         for c in convs:
             if c.axis is MeshAxis.MB:
                 continue  # accumulated in place across micro-batches
-            key = (id(v), c.axis, c.src, c.dst, mb)
+            gather = consumer is not None and stored_shard(v, c.axis, c.src)
+            # ZeRO-2/3 reduce-scatter each micro-batch's gradient; the shard accumulates
+            per_mb = to_opt and plan.zero >= 2 and isinstance(c.dst, Split)
+            seen_mb = None if per_mb else mb
+            key: tuple = (id(v), c.axis, c.src, c.dst, seen_mb)
+            if gather:  # ZeRO-3: gathered again for each phase and layer that uses it
+                assert consumer is not None
+                key += (consumer.phase, layer_key(consumer.prov.module))
             new = made.get(key)
             if new is None:
                 to_root = to_opt and c.axis is MeshAxis.DP and plan.grad_reduce is GradReduce.ROOT
-                new = _add(graph, sharding, stages, v, c, mb, to_root, inserted)
+                new = _add(graph, sharding, stages, v, c, seen_mb, to_root, inserted)
+                if gather:
+                    assert consumer is not None
+                    _before_user(graph, new.producer, consumer, stages)
                 made[key] = new
             v = new
             mb = None  # accumulated once, before the first collective of the chain
@@ -221,6 +246,17 @@ def _after_producer(graph: Graph, new: Op, v: Value) -> None:
     pos = graph.ops.index(prod) + 1 if prod is not None else 0
     graph.ops.remove(new)
     graph.ops.insert(pos, new)
+
+
+def _before_user(graph: Graph, new: Op | None, user: Op, stages: StageAssignment) -> None:
+    """Move a ZeRO-3 gather right before the first op that needs the parameter
+    whole, in that op's phase and stage: gathered just in time, freed after."""
+    assert new is not None
+    graph.ops.remove(new)
+    graph.ops.insert(graph.ops.index(user), new)
+    new.phase = user.phase
+    new.prov = Provenance(user.prov.module, new.prov.aten)
+    stages.stage_of[new] = stages.stage_of.get(user, stages.stage_of.get(new, 0))
 
 
 def _stage_of_value(stages: StageAssignment, v: Value) -> int:

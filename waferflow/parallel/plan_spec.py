@@ -21,6 +21,9 @@ Keys (``_`` and ``-`` are interchangeable; ``mb`` is short for ``microbatches``)
 ``span``              each rank runs on a ``span x span`` block of the wafer's nodes:
                       ``auto`` (default; the largest block that leaves room for every
                       rank, so the plan uses the whole wafer) or an integer >= 1
+``zero``              ZeRO stage over ``dp`` (0, the default: none): 1 shards the
+                      optimizer state, 2 also the gradients, 3 also the parameters
+                      (``waferflow.parallel.zero``)
 ====================  ====================================================================
 
 ``span`` is how a plan of a few hundred ranks uses a wafer of thousands of nodes: the
@@ -97,6 +100,8 @@ class ParallelPlan:
     group: Granularity = Granularity.MODULE
     overlap: bool = True
     span: int = SPAN_AUTO
+    # --- memory sharding and expert parallelism (ZeRO, mixture of experts) ----------
+    zero: int = 0
 
     def __post_init__(self) -> None:
         for name in ("dp", "tp", "pp", "microbatches", "ways"):
@@ -120,6 +125,28 @@ class ParallelPlan:
             raise PlanError(
                 f"plan: ways={self.ways} is the degree of a per-layer pattern; give layers=... "
                 "too (e.g. layers=ddt), or use dp= / tp= for a uniform plan"
+            )
+        self._check_zero()
+
+    def _check_zero(self) -> None:
+        if isinstance(self.zero, bool) or self.zero not in (0, 1, 2, 3):
+            raise PlanError(f"plan: zero must be 0, 1, 2 or 3 (the ZeRO stage), got {self.zero!r}")
+        if not self.zero:
+            return
+        if self.layers:
+            raise PlanError(
+                f"plan: zero={self.zero} shards over dp; it cannot be combined with a per-layer "
+                "pattern (layers=...)"
+            )
+        if self.dp < 2:
+            raise PlanError(
+                f"plan: zero={self.zero} shards the model state over the data-parallel replicas; "
+                f"with dp={self.dp} there is nothing to shard over: use dp >= 2"
+            )
+        if self.grad_reduce is GradReduce.ROOT:
+            raise PlanError(
+                f"plan: zero={self.zero} reduce-scatters the gradients over dp; it cannot be "
+                "combined with grad-reduce=root"
             )
 
     @property

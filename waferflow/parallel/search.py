@@ -25,6 +25,8 @@ one node of the plan's view, i.e. of one rank's span x span block):
   sends, 2 (m + pp - 1) (H / (dp m) / B + L).
   With ``overlap`` (the default) dp's reduction hides behind the backward: only what
   exceeds 2/3 of the compute time counts. tp and pp collectives are not overlapped.
+  With ``zero``, dp's traffic and the model state follow the ZeRO stage
+  (``waferflow.parallel.zero.zero_rough``).
 * bytes = (weights + gradients + optimizer state of the whole model) / (tp * pp)
   * 1.5 when pp > 1 (stages are not even: the first / last hold embeddings and head)
   + saved / (dp * tp * pp * m) * in-flight + inputs / dp, where ``saved`` is the
@@ -56,6 +58,7 @@ from waferflow.parallel.memory import fmt_bytes
 from waferflow.parallel.plan_spec import ParallelPlan
 from waferflow.parallel.span import SpanChoice, choose_span
 from waferflow.parallel.stages import param_of
+from waferflow.parallel.zero import zero_rough, zero_stages
 
 TP_CHOICES = (1, 2, 3, 4, 6, 8, 12, 16)
 PP_CHOICES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
@@ -82,6 +85,7 @@ class ModelFigures:
     input_bytes: int
     batch: int
     matmul_read_bytes: int = 0  # operand bytes of every matmul (moved inside a node)
+    opt_bytes: int = 0  # optimizer state (AdamW's moments), part of state_bytes
 
 
 @dataclass(frozen=True)
@@ -277,6 +281,7 @@ def model_figures(graph: Graph) -> ModelFigures:
         input_bytes=inputs,
         batch=batch_size(graph, ParallelPlan()),
         matmul_read_bytes=sum(op.cost.bytes_read for op in graph.ops if op.kind in MATMUL_LIKE),
+        opt_bytes=sum(opt_state.values()),
     )
 
 
@@ -297,7 +302,9 @@ def candidates(graph: Graph, wafer: Wafer, batch: int, limit: int) -> list[Paral
                     continue
                 for m in chosen:
                     for rc in recomputes:
-                        out.append(ParallelPlan(dp=dp, tp=tp, pp=pp, microbatches=m, recompute=rc))
+                        for z in zero_stages(dp, training):
+                            out.append(ParallelPlan(dp=dp, tp=tp, pp=pp, microbatches=m,
+                                                    recompute=rc, zero=z))  # fmt: skip
     return out
 
 
@@ -312,7 +319,14 @@ def rough_row(plan: ParallelPlan, span: SpanChoice, figs: ModelFigures) -> Searc
     node = figs.matmul_read_bytes * (RECOMPUTE_FLOPS if plan.recompute else 1.0) / ranks
     node *= (k - 1) / (2 * k * bw)
     seconds = max(compute, node) * (m + pp - 1) / m
-    if dp > 1:
+    zr = None
+    if dp > 1 and plan.zero:
+        weights = figs.state_bytes - figs.grad_bytes - figs.opt_bytes
+        zr = zero_rough(plan, weights, figs.grad_bytes, figs.opt_bytes, figs.weighted_matmuls,
+                        bw, lat)  # fmt: skip
+        hidden = BACKWARD_SHARE * compute if plan.overlap else 0.0
+        seconds += zr.exposed + max(0.0, zr.hideable - hidden)
+    elif dp > 1:
         reduce = 2 * (dp - 1) / dp * figs.grad_bytes / (tp * pp) / bw + 2 * (dp - 1) * lat
         if plan.overlap:  # gradients are reduced during the backward (2/3 of the compute)
             reduce = max(0.0, reduce - BACKWARD_SHARE * compute)
@@ -323,8 +337,9 @@ def rough_row(plan: ParallelPlan, span: SpanChoice, figs: ModelFigures) -> Searc
     if pp > 1:
         seconds += 2 * (m + pp - 1) * (figs.hidden_bytes / (dp * m) / bw + lat)
     inflight = 1 if plan.recompute else min(pp, m)
+    state = zr.state_bytes if zr is not None else figs.state_bytes / (tp * pp)
     nbytes = (
-        figs.state_bytes / (tp * pp) * (IMBALANCE if pp > 1 else 1.0)
+        state * (IMBALANCE if pp > 1 else 1.0)
         + figs.saved_bytes / (dp * tp * pp * m) * inflight
         + figs.input_bytes / dp
     )
