@@ -21,6 +21,8 @@ from .golden import GOLDEN_DIR, check_golden, golden_text, strip_comments
 WAFER = get_wafer("mesh4x4")
 TP2 = "parallelize{tp=2,span=1}"
 DP_PP_MB = "parallelize{dp=2,pp=2,microbatches=2,span=1}"
+ZERO1 = "parallelize{dp=2,zero=1,span=1}"
+ZERO3 = "parallelize{dp=2,microbatches=2,zero=3,span=1}"
 
 
 def after(pipeline: str) -> Callable[[], Graph]:
@@ -60,6 +62,11 @@ CASES: list[tuple[str, str, Callable[[], Graph], str]] = [
     ("parallelize", "mlp_dp2_pp2_mb2", graphs.mlp_step, DP_PP_MB),
     ("insert-collectives", "mlp_tp2", after(TP2), "insert-collectives"),
     ("insert-collectives", "mlp_dp2_pp2_mb2", after(DP_PP_MB), "insert-collectives"),
+    # ZeRO: stage 1 reduce-scatters the gradients and gathers the updated parameters;
+    # stage 3 keeps the parameters as dp shards, gathered before each phase's use
+    ("parallelize", "mlp_dp2_zero3", graphs.mlp_step, ZERO3),
+    ("insert-collectives", "mlp_dp2_zero1", after(ZERO1), "insert-collectives"),
+    ("insert-collectives", "mlp_dp2_mb2_zero3", after(ZERO3), "insert-collectives"),
     ("schedule", "mlp_tp2", after(f"{TP2},insert-collectives"), "schedule"),
     ("schedule", "mlp_dp2_pp2_mb2", after(f"{DP_PP_MB},insert-collectives"), "schedule"),
     (

@@ -384,17 +384,28 @@ def _refusal(graph: Graph, wafer: Wafer, rows: list[SearchRow]) -> str:
     )
     if built:
         closest = [f"{r.plan} needs {fmt_bytes(r.peak_bytes or 0)} per core, has "
-                   f"{fmt_bytes(r.capacity_bytes)}" for r in built[:3]]  # fmt: skip
+                   f"{fmt_bytes(r.capacity_bytes)} (short by "
+                   f"{fmt_bytes((r.peak_bytes or 0) - r.capacity_bytes)})"
+                   for r in built[:3]]  # fmt: skip
         what = f"none of the {len(built)} plans built fits in SRAM; the closest: "
     else:
         near = sorted(rows, key=lambda r: (r.rough_bytes - r.capacity_bytes, r.plan))[:3]
         closest = [f"{r.plan} needs ~{fmt_bytes(r.rough_bytes)} per core, has "
-                   f"{fmt_bytes(r.capacity_bytes)}" for r in near]  # fmt: skip
+                   f"{fmt_bytes(r.capacity_bytes)} (short by "
+                   f"~{fmt_bytes(r.rough_bytes - r.capacity_bytes)})" for r in near]  # fmt: skip
         first = next((r.note for r in rows if r.note), "")
         what = f"no candidate plan could be built ({first}); roughly the closest: "
+    training = any(op.phase is Phase.OPT for op in graph.ops)
+    zero = ""
+    if training and batch_size(graph, ParallelPlan()) < 2:
+        zero = (
+            " (ZeRO, zero=1..3, shards the model state over data-parallel replicas, and a "
+            "batch of 1 allows none: a batch of 2 or more lets the search try it)"
+        )
     return (
         f"plan auto: no plan of @{graph.name} fits wafer {wafer.name!r}: {what}"
         + "; ".join(closest)
+        + zero
         + ". Try a bigger wafer, a smaller batch or sequence length, or recompute=true "
         "with an explicit plan of more ranks"
     )
