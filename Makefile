@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench lint clean setup
+.PHONY: demo test bench lint clean setup browser
 
 setup: $(STAMP)
 
@@ -17,8 +17,24 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e ".[viz,hf,dev]"
 	touch $(STAMP)
 
-test: $(STAMP)
+test: $(STAMP) browser
 	$(PY) -m pytest -q -n 2 --dist loadfile tests
+
+# The HTML report is checked in a real headless browser (tests/viz/test_html_browser.py).
+# Run as root with apt-get (CI), this installs Debian's chromium when no Chromium is on
+# PATH; elsewhere it says so and that test skips (CI sets WAFERFLOW_REQUIRE_BROWSER=1,
+# which turns the skip into a failure).
+BROWSERS := chromium chromium-browser google-chrome google-chrome-stable
+browser:
+	@for b in $(BROWSERS); do command -v $$b >/dev/null 2>&1 && exit 0; done; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "installing chromium (apt-get) for the HTML report's browser test"; \
+	  apt-get install -y -q chromium >/dev/null 2>&1 || \
+	    { apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; } || \
+	    echo "note: could not install chromium; the HTML report's browser test will skip"; \
+	else \
+	  echo "note: no Chromium on PATH; the HTML report's browser test will skip (install chromium)"; \
+	fi
 
 demo: $(STAMP)
 	$(PY) examples/demo.py

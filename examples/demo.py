@@ -3,7 +3,7 @@
 Trace GPT-2's training step on meta tensors, run the default passes, parallelise it
 (dp=2, tp=12, pp=4, 4 micro-batches) onto the 84x84 coarse view of a WSE-2 (12 x 9 nodes
 of 7,056 cores each), simulate one step, print the report, and write the pictures, the
-plan, the IR and a Perfetto trace under out/demo/.
+plan, the IR, a Perfetto trace and an offline HTML report under out/demo/.
 
     python examples/demo.py [--model hf:gpt2] [--wafer wse2] [--coarsen 84] [--plan ...]
 """
@@ -11,12 +11,13 @@ plan, the IR and a Perfetto trace under out/demo/.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from collections import Counter
 from pathlib import Path
 
 import waferflow as wf
 from waferflow.ir.summary import summarize
-from waferflow.viz import write_report_html
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -66,12 +67,26 @@ def main(argv: list[str] | None = None) -> int:
     (out / "graph.wf").write_text(wf.ir.print_graph(compiled.graph), encoding="utf-8")
     files["ir"] = out / "graph.wf"
     images = {k: files[k] for k in ("placement", "links", "timeline", "memory")}
-    files["html"] = write_report_html(out / "report.html", images, str(report))
+    files["html"] = report.to_html(out / "report.html", images)
     print("\n== wrote")
     for kind, path in files.items():
         print(f"   {kind:<10} {path}")
+    print(f"   trace: {trace_stats(files['trace'])}")
     print(f"   open {files['trace']} in https://ui.perfetto.dev, {files['html']} in a browser")
     return 0
+
+
+def trace_stats(path: Path) -> str:
+    """What the trace holds, read back from the file."""
+    events = json.loads(path.read_text(encoding="utf-8"))["traceEvents"]
+    phases = Counter(e["ph"] for e in events)
+    waits = sum(1 for e in events if e.get("cat") == "wait")
+    counters = len({(e["pid"], e["name"]) for e in events if e["ph"] == "C"})
+    return (
+        f"{len(events):,} events, {path.stat().st_size / 2**20:.1f} MiB: "
+        f"{phases['X'] - waits:,} actor and {waits:,} wait slices, {phases['s']:,} message "
+        f"flows, {counters} counter tracks ({phases['C']:,} samples)"
+    )
 
 
 if __name__ == "__main__":

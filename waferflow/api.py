@@ -5,7 +5,7 @@
     report = plan.simulate()
     print(report)
     plan.save("model.plan.json"); wf.load_plan("model.plan.json")
-    report.to_chrome_trace("trace.json")
+    report.to_chrome_trace("trace.json"); report.to_html("report.html")
     plan.plot_placement("placement.png"); report.plot_links("links.png")
 
 torch is imported only when a model is traced.
@@ -17,7 +17,7 @@ import io
 import json
 import re
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +31,7 @@ from waferflow.ir.plan import Plan, plan_from_json, plan_to_json, verify_plan
 from waferflow.ir.summary import human_bytes
 from waferflow.ir.target import Wafer, get_wafer
 from waferflow.ir.target.toml_io import parse_wafer_toml, wafer_to_toml
+from waferflow.outputs import write_output
 from waferflow.passes import (
     DEFAULT_PIPELINE,
     PassContext,
@@ -64,6 +65,10 @@ class Report:
     # the plan's own liveness peak per core (parallel/memory.py, what compile checks),
     # when it fits: the simulator allocates some buffers at other times
     planned_peak: int | None = None
+    # core -> the rank it runs (waferflow.parallel.ranks), when the plan is a parallel one
+    ranks: Mapping[int, Any] | None = None
+    placement: Any = None  # PlacedResult: the placement comparison, when CP-SAT placed it
+    memory: Any = None  # MemoryReport: the plan's per-core memory, for a parallel plan
 
     @property
     def step_time(self) -> float:
@@ -106,10 +111,15 @@ class Report:
             f"{self.result.step_time * 1e3:.4g} ms, {len(self.plan.actors)} actors>"
         )
 
-    def to_chrome_trace(self, path: str | Path, link_tracks: bool = False) -> Path:
-        """Write a Chrome / Perfetto trace (open it in ui.perfetto.dev)."""
-        self.result.to_chrome_trace(path, link_tracks=link_tracks)
-        return Path(path)
+    def to_chrome_trace(
+        self, path: str | Path, link_tracks: bool = False, *, options: Any = None
+    ) -> Path:
+        """Write a Chrome / Perfetto trace (open it in ui.perfetto.dev): tracks named by
+        stage, rank and coordinate; actors, waits, message flows, memory and link-load
+        counters (``backend_sim.trace``; ``options``: a ``TraceOptions``)."""
+        return self.result.to_chrome_trace(
+            path, link_tracks=link_tracks, options=options, ranks=self.ranks
+        )
 
     def plot_links(self, path: str | Path, top_k: int = 5) -> Path:
         from waferflow.viz import link_view, plot_links
@@ -119,12 +129,51 @@ class Report:
     def plot_timeline(self, path: str | Path, max_tracks: int = 64) -> Path:
         from waferflow.viz import plot_timeline, timeline_view
 
-        return plot_timeline(timeline_view(self.plan, self.result), path, max_tracks=max_tracks)
+        view = timeline_view(self.plan, self.result, self.ranks)
+        return plot_timeline(view, path, max_tracks=max_tracks)
 
     def plot_memory(self, path: str | Path) -> Path:
         from waferflow.viz import memory_view, plot_memory
 
         return plot_memory(memory_view(self.result, self.wafer), path)
+
+    def plot_placement(self, path: str | Path) -> Path:
+        from waferflow.viz import placement_view, plot_placement
+
+        view = placement_view(self.plan, self.wafer, ranks=self.ranks)
+        return plot_placement(view, path)
+
+    def tables(self) -> list[Any]:
+        """The fullest cores' memory and the placement comparison, as ``viz.Table``s
+        (those that apply; the narrow one first, so that it sits beside the summary)."""
+        from waferflow.viz.report_tables import memory_table, placement_table
+
+        out = []
+        if self.memory is not None:
+            out.append(memory_table(self.memory))
+        if self.placement is not None:
+            out.append(placement_table(self.placement))
+        return out
+
+    def to_html(self, path: str | Path, images: Mapping[str, str | Path] | None = None) -> Path:
+        """Write one offline HTML page: the summary, the placement comparison and the
+        memory table beside it, and the placement, link, timeline and memory pictures in
+        a grid. ``images`` (caption -> file) reuses pictures already drawn; by default
+        they are drawn into a folder beside the page (``<name>_files``)."""
+        from waferflow.viz import write_report_html
+
+        out = Path(path)
+        if images is None:
+            folder = out.with_name(out.stem + "_files")
+            images = {
+                "placement": self.plot_placement(folder / "placement.png"),
+                "links": self.plot_links(folder / "links.png"),
+                "timeline": self.plot_timeline(folder / "timeline.png"),
+                "memory": self.plot_memory(folder / "memory.png"),
+            }
+        title = f"{self.plan.name} on {self.wafer.name}"
+        pictures = {k: Path(v) for k, v in images.items()}
+        return write_report_html(out, pictures, self.summary(), title=title, tables=self.tables())
 
 
 @dataclass(eq=False)
@@ -141,6 +190,9 @@ class CompiledPlan:
     parallel: Any = None  # waferflow.parallel.ParallelResult when a parallel plan was built
     placement: Any = None  # waferflow.passes.place_result.PlacedResult when CP-SAT placed it
     search: Any = None  # waferflow.parallel.search.PlanSearch when the plan was "auto"
+    # core -> the rank it runs (waferflow.parallel.ranks.CoreRank), for a parallel plan;
+    # saved with the plan, so a loaded plan's pictures and traces still name ranks
+    ranks: Mapping[int, Any] | None = None
 
     @property
     def name(self) -> str:
@@ -153,7 +205,16 @@ class CompiledPlan:
         took = StepTiming("simulate", time.perf_counter() - start)
         par = self.parallel
         peak = par.memory.peak_bytes if par is not None and par.memory.fits else None
-        return Report(result, self.plan, self.wafer, (*self.timings, took), peak)
+        return Report(
+            result,
+            self.plan,
+            self.wafer,
+            (*self.timings, took),
+            peak,
+            ranks=self.ranks,
+            placement=self.placement,
+            memory=par.memory if par is not None else None,
+        )
 
     def estimate(self) -> Any:
         """The analytical estimate (no link contention): fast, for search."""
@@ -176,15 +237,17 @@ class CompiledPlan:
             "plan": json.loads(plan_to_json(self.plan)),
             "notes": list(self.notes),
         }
-        out = Path(path)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-        return out
+        if self.ranks:
+            from waferflow.parallel.ranks import ranks_to_json
+
+            doc["ranks"] = ranks_to_json(self.ranks)
+        return write_output(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
 
     def plot_placement(self, path: str | Path) -> Path:
+        """The placement map: each core's stage (or layer), and its rank when known."""
         from waferflow.viz import placement_view, plot_placement
 
-        return plot_placement(placement_view(self.plan, self.wafer), path)
+        return plot_placement(placement_view(self.plan, self.wafer, ranks=self.ranks), path)
 
     def __repr__(self) -> str:
         return (
@@ -216,12 +279,28 @@ def load_plan(path: str | Path, wafer: str | Path | Wafer | None = None) -> Comp
             else parse_wafer_toml(doc["wafer_toml"], f"{path}#wafer", file.parent)
         )
         notes = tuple(str(n) for n in doc.get("notes", ()))
+        ranks = _read_ranks(doc.get("ranks"), path)
     else:
         plan = plan_from_json(text, source=str(path))
         w = get_wafer(wafer if wafer is not None else plan.wafer_name)
         notes = ()
+        ranks = None
     verify_plan(plan, w)
-    return CompiledPlan(plan=plan, wafer=w, notes=notes)
+    return CompiledPlan(plan=plan, wafer=w, notes=notes, ranks=ranks)
+
+
+def _read_ranks(raw: Any, path: str | Path) -> dict[int, Any] | None:
+    if raw is None:
+        return None
+    from waferflow.parallel.ranks import ranks_from_json
+
+    try:
+        return ranks_from_json(raw)
+    except (TypeError, ValueError, AttributeError):
+        raise WaferflowError(
+            f"{path}: 'ranks' is malformed (core -> [stage, rank, ranks, dp, tp]); "
+            "save the plan again or drop the key"
+        ) from None
 
 
 def resolve_wafer(wafer: str | Path | Wafer, coarsen: int = 1) -> Wafer:
@@ -344,6 +423,11 @@ def compile(
             actor_plan = placement.plan
     if parallel is not None and parallel.wafer is not None:
         w = parallel.wafer  # the view the plan runs on (the plan's span applied)
+    ranks = None
+    if parallel is not None:
+        from waferflow.parallel.ranks import core_ranks
+
+        ranks = core_ranks(parallel)
     return CompiledPlan(
         plan=actor_plan,
         wafer=w,
@@ -354,6 +438,7 @@ def compile(
         parallel=parallel,
         placement=placement,
         search=search,
+        ranks=ranks,
     )
 
 

@@ -205,10 +205,31 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     compiled = load_plan(args.plan, wafer=args.wafer)
     report = compiled.simulate()
     print(report)
-    if args.trace:
-        report.to_chrome_trace(args.trace, link_tracks=args.link_tracks)
-        print(f"wrote {args.trace} (open in ui.perfetto.dev or chrome://tracing)")
+    for path in _write_report_outputs(args, report):
+        print(f"wrote {path}")
     return 0
+
+
+def _write_report_outputs(args: argparse.Namespace, report) -> list[str]:  # report: Report
+    """The outputs ``compile`` and ``simulate`` share: --trace (with --link-tracks) and
+    --html."""
+    written = []
+    if args.trace:
+        path = report.to_chrome_trace(args.trace, link_tracks=args.link_tracks)
+        written.append(f"{path} (open in ui.perfetto.dev or chrome://tracing)")
+    if args.html:
+        written.append(str(report.to_html(args.html)))
+    return written
+
+
+def _add_report_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--trace", metavar="TRACE.json",
+                   help="write a Perfetto / Chrome trace: actors, waits, message flows, "
+                   "memory and link-load counters")  # fmt: skip
+    p.add_argument("--link-tracks", action="store_true",
+                   help="trace: also one track per used link, with each message on it")  # fmt: skip
+    p.add_argument("--html", metavar="REPORT.html",
+                   help="write an offline HTML report: summary, tables and pictures")  # fmt: skip
 
 
 def cmd_viz(args: argparse.Namespace) -> int:
@@ -250,6 +271,12 @@ def _compile_seed(args: argparse.Namespace, wafer) -> int:  # wafer: Wafer
 
     if args.mode != "train":
         raise WaferflowError("the seed machine runs training steps only: add --mode train")
+    if args.link_tracks or args.html:
+        raise WaferflowError(
+            "--link-tracks and --html report on waferflow's simulator; the seed machine's "
+            "programs are timed by its own model, whose --trace has per-actor ALU, receive "
+            "and send rows and a memory counter"
+        )
     graph = _trace_model(args)
     print(summarize(graph))
     ports = args.mem_ports or (wafer.flow.max_streams if wafer.flow else 4) or 4
@@ -351,8 +378,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     written: list[str] = []
     if args.output:
         written.append(str(compiled.save(args.output)))
-    if args.trace:
-        written.append(str(report.to_chrome_trace(args.trace)))
+    written += _write_report_outputs(args, report)
     if args.png:
         written.append(str(compiled.plot_placement(args.png)))
     if args.report:
@@ -436,8 +462,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("simulate", help="simulate a saved plan and print the summary")
     p.add_argument("plan", metavar="PLAN.json")
     p.add_argument("--wafer", help="wafer preset or TOML (default: the one named in the plan)")
-    p.add_argument("--trace", metavar="TRACE.json", help="write a Chrome / Perfetto trace")
-    p.add_argument("--link-tracks", action="store_true", help="add one track per busy link")
+    _add_report_args(p)
     p.set_defaults(func=cmd_simulate)
 
     p = sub.add_parser("compile", help="trace, optimise, place, simulate: the whole path",
@@ -456,7 +481,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(searched: a closed-form screen, then the best few built and estimated)",
     )
     p.add_argument("-o", "--output", metavar="PLAN.json", help="save the plan (with its wafer)")
-    p.add_argument("--trace", metavar="TRACE.json", help="write a Chrome / Perfetto trace")
+    _add_report_args(p)
     p.add_argument("--png", metavar="PLACEMENT.png", help="draw the placement map (.png or .svg)")
     p.add_argument("--report", metavar="REPORT.md", help="write the report as Markdown")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress messages")

@@ -49,6 +49,33 @@ def test_save_load_simulate_round_trip(compiled: wf.CompiledPlan, tmp_path: Path
     assert path.read_bytes() == path2.read_bytes()
 
 
+def test_ranks_are_saved_with_the_plan(compiled: wf.CompiledPlan, tmp_path: Path) -> None:
+    import json
+    from dataclasses import replace
+
+    from waferflow.parallel.ranks import CoreRank
+
+    ranks = {c: CoreRank(0, i, len(compiled.plan.cores), tp=i)
+             for i, c in enumerate(compiled.plan.cores)}  # fmt: skip
+    path = replace(compiled, ranks=ranks).save(tmp_path / "ranked.json")
+    assert wf.load_plan(path).ranks == ranks
+    assert wf.load_plan(compiled.save(tmp_path / "plain.json")).ranks is None
+    doc = json.loads(path.read_text())
+    doc["ranks"] = {"0": "nonsense"}
+    path.write_text(json.dumps(doc))
+    with pytest.raises(WaferflowError, match="'ranks' is malformed"):
+        wf.load_plan(path)
+
+
+def test_report_html_draws_its_pictures(compiled: wf.CompiledPlan, tmp_path: Path) -> None:
+    page = compiled.simulate().to_html(tmp_path / "out" / "r.html")
+    assert sorted(p.name for p in (tmp_path / "out" / "r_files").iterdir()) == [
+        "links.png", "memory.png", "placement.png", "timeline.png",
+    ]  # fmt: skip
+    text = page.read_text()
+    assert text.count("<img ") == 4 and "<table>" not in text  # no placement or parallel plan
+
+
 def test_ir_after_each_pass(compiled: wf.CompiledPlan) -> None:
     after_dce = compiled.ir_after("dce")
     after_fuse = compiled.ir_after("fuse-elementwise")

@@ -7,7 +7,7 @@ import pytest
 from waferflow.backend_sim import SimConfig, estimate, simulate
 from waferflow.backend_sim.engine import CAUSE_BUFFER
 from waferflow.ir.plan import Message, Plan
-from waferflow.ir.target.wafer import FlowControl, Topology
+from waferflow.ir.target.wafer import FlowControl, Topology, Wafer
 
 from ._helpers import actor, ring_allreduce_plan, wafer
 
@@ -115,13 +115,19 @@ def test_one_incoming_stream_makes_the_second_sender_retry() -> None:
     assert res.msg_arrive_ps[1] == grant + L + t + L
 
 
-def test_bounded_output_buffers_delay_the_next_sender() -> None:
+def one_buffer_case() -> tuple[Plan, Wafer]:
+    """One output buffer per core; core 0 runs a0 (sends 1000 B three hops) then a1
+    (sends 1000 B one hop), which must wait for a0's buffer."""
     w = wafer(1, 4, flow=FlowControl(packet_bytes=1000, buffers_per_core=1))
-    # core 0 runs a0 (sends 1000 B three hops) then a1 (sends 1000 B one hop)
     plan = Plan.build(
         "buf", "test", [actor(0, 0), actor(1, 0), actor(2, 3), actor(3, 1)],
         [Message(0, 0, 2, 1000), Message(1, 1, 3, 1000)],
     )  # fmt: skip
+    return plan, w
+
+
+def test_bounded_output_buffers_delay_the_next_sender() -> None:
+    plan, w = one_buffer_case()
     res = simulate(plan, w)
     t = 1000 * PS_PER_BYTE
     assert res.msg_arrive_ps[0] == 3 * (t + L)
@@ -138,11 +144,7 @@ def test_bounded_output_buffers_delay_the_next_sender() -> None:
 
 
 def test_buffer_cause_is_recorded() -> None:
-    w = wafer(1, 4, flow=FlowControl(packet_bytes=1000, buffers_per_core=1))
-    plan = Plan.build(
-        "buf", "test", [actor(0, 0), actor(1, 0), actor(2, 3), actor(3, 1)],
-        [Message(0, 0, 2, 1000), Message(1, 1, 3, 1000)],
-    )  # fmt: skip
+    plan, w = one_buffer_case()
     from waferflow.backend_sim.engine import run
     from waferflow.backend_sim.network import prepare
 

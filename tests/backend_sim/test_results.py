@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 from waferflow.backend_sim import simulate
 from waferflow.ir.plan import Message, Plan
 
@@ -58,29 +55,6 @@ def test_summary_mentions_the_headline_figures() -> None:
     for needle in ("step time", "308.000 ns", "FLOP utilisation", "busiest links",
                    "(0, 0)->(0, 1)", "peak memory", "1.22 KiB", "critical path"):  # fmt: skip
         assert needle in text, needle
-
-
-def test_chrome_trace_is_valid_and_complete(tmp_path: Path) -> None:
-    res = simulate(_plan(), wafer(1, 4))
-    path = tmp_path / "trace.json"
-    res.to_chrome_trace(path, link_tracks=True)
-    doc = json.loads(path.read_text())
-    events = doc["traceEvents"]
-    complete = [e for e in events if e["ph"] == "X"]
-    for e in complete:
-        assert {"name", "ph", "ts", "dur", "pid", "tid"} <= e.keys()
-        assert e["dur"] >= 0
-    actors = [e for e in complete if e["pid"] == 1]
-    assert sorted(e["args"]["actor"] for e in actors) == [0, 1, 2]
-    by_id = {e["args"]["actor"]: e for e in actors}
-    assert by_id[2]["tid"] == 1 and by_id[2]["ts"] == res.actor_start_ps[2] / 1e6
-    links = [e for e in complete if e["pid"] == 2]
-    assert len(links) == 1 and links[0]["dur"] == 300_000 / 1e6
-    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e["name"] == "thread_name"}
-    assert names[(1, 0)].startswith("core 0") and names[(2, 0)] == "(0, 0)->(0, 1)"
-    plain = tmp_path / "plain.json"
-    res.to_chrome_trace(plain)
-    assert all(e["pid"] == 1 for e in json.loads(plain.read_text())["traceEvents"])
 
 
 def test_empty_plan() -> None:

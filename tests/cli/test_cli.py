@@ -212,15 +212,34 @@ def test_seed_plan_errors(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == EXIT_USER_ERROR and "seed machine" in err
 
 
-def test_compile_parallel_plan_places_with_cpsat(capsys: pytest.CaptureFixture[str]) -> None:
+def test_compile_parallel_plan_places_with_cpsat(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    plan, html = tmp_path / "plan.json", tmp_path / "report.html"
+    traces = [tmp_path / "compile.json", tmp_path / "simulate.json"]
     code, out, _ = run(
         capsys, "compile", "hf:gpt2-tiny", "--wafer", "mesh16x16", "--mode", "train",
         "--batch", "8", "--plan", "dp=2,tp=4,pp=2,microbatches=4", "--place-time", "2", "-q",
+        "-o", str(plan), "--trace", str(traces[0]), "--link-tracks", "--html", str(html),
     )  # fmt: skip
     assert code == 0, out
     for needle in ("strips (default)", "snake", "cp-sat", "solver (floorplan)", "gap", "bound"):
         assert needle in out
     assert "per-core memory" in out and "step time" in out
+    page = html.read_text()
+    assert page.count("<table>") == 2 and page.count("<img ") == 4 and 'class="kept"' in page
+    # the saved plan keeps its ranks: simulate's trace names them as compile's does
+    code, out, _ = run(capsys, "simulate", str(plan), "--trace", str(traces[1]), "--link-tracks")
+    assert code == 0, out
+    names = []
+    for trace in traces:
+        events = json.loads(trace.read_text())["traceEvents"]
+        assert {"s", "f", "C", "X", "M"} <= {e["ph"] for e in events}
+        assert any(e["ph"] == "X" and e["pid"] == 2 for e in events)  # the link tracks
+        names.append(sorted(e["args"]["name"] for e in events
+                            if e["name"] == "thread_name" and e["pid"] == 1))  # fmt: skip
+    assert names[0] == names[1] and len(names[0]) == 16
+    assert "stage 1 dp1 tp3 · node" in " ".join(names[0])
 
 
 def test_parallel_plan_that_does_not_fit_is_refused(capsys: pytest.CaptureFixture[str]) -> None:

@@ -499,7 +499,11 @@ def test_wse3_figures() -> None:
     w = get_wafer("wse3")
     assert abs(w.num_cores / (762 * 1172) - 1) < 0.03
     assert abs(w.total_sram() / 44e9 - 1) < 0.05
-    assert abs(w.total_peak_flops(DType.F16) / 125e15 - 1) < 0.05
+    # dense, like wse2: an 8-wide f16 SIMD FMAC (16 FLOP/cycle), twice the WSE-2 core; the
+    # 125 PFLOP/s press figure is about 8x that and is not the preset's peak
+    assert w.peak(DType.F16) == 16 * 1.1e9 == 2 * get_wafer("wse2").peak(DType.F16)
+    assert w.peak(DType.F32) == w.peak(DType.F16) / 4
+    assert 7 < 125e15 / w.total_peak_flops(DType.F16) < 9
     assert w.num_dies == 84
     assert w.sram_bandwidth == pytest.approx(21e15 / 900_000, rel=1e-3)
 

@@ -13,6 +13,7 @@ from waferflow.ir.dtypes import DType
 from waferflow.ir.graph import Phase
 from waferflow.ir.plan import Actor, Message, Plan
 from waferflow.ir.target.wafer import LinkSpec, Topology, Wafer
+from waferflow.parallel.ranks import CoreRank
 from waferflow.viz import (
     UNASSIGNED,
     LabelBy,
@@ -150,14 +151,16 @@ def test_link_view_matches_the_result(run: Run) -> None:
 def test_timeline_view_matches_the_result(run: Run) -> None:
     plan, _, result = run
     view = timeline_view(plan, result)
-    assert view.tracks == tuple(f"core {c} {divmod(c, 4)}" for c in plan.cores)
+    assert view.tracks == tuple(f"core {divmod(c, 4)}" for c in plan.cores)
+    assert view.groups == ("stage 0", "stage 1", "stage 2")
+    assert view.track_group == (0, 0, 1, 1, 2)  # cores 0, 1 | 2, 3 | 10
     assert view.step_time_s == pytest.approx(result.step_time)
     compute = [s for s in view.spans if s.kind is SpanKind.COMPUTE]
     assert len(compute) == len(plan.actors)
     for span, actor in zip(compute, plan.actors, strict=True):
         assert (span.start_s, span.end_s) == pytest.approx(result.actor_span(actor.id))
         assert span.phase == actor.phase.value
-        assert view.tracks[span.track].startswith(f"core {actor.core} ")
+        assert view.tracks[span.track] == f"core {divmod(actor.core, 4)}"
     remote = [
         m for m in plan.messages if plan.actors[m.src_actor].core != plan.actors[m.dst_actor].core
     ]
@@ -165,7 +168,34 @@ def test_timeline_view_matches_the_result(run: Run) -> None:
     assert sum(s.kind is SpanKind.RECV for s in view.spans) == len(remote)
     # stage 1's first actor waits for stage 0's output to cross the die boundary
     waits = [s for s in view.spans if s.kind is SpanKind.WAIT]
-    assert any(view.tracks[s.track].startswith("core 2 ") for s in waits)
+    assert any(view.tracks[s.track] == "core (0, 2)" for s in waits)
+    assert len(waits) == len(result.waits())
+
+
+def test_ranks_label_the_placement_and_order_the_timeline(run: Run) -> None:
+    plan, wafer, result = run
+    ranks = {
+        0: CoreRank(0, 1, 2, tp=1), 1: CoreRank(0, 0, 2, tp=0),
+        2: CoreRank(1, 0, 2, tp=0), 3: CoreRank(1, 1, 2, tp=1), 10: CoreRank(2, 0, 1),
+    }  # fmt: skip
+    view = placement_view(plan, wafer, ranks=ranks)
+    assert view.cell_text[0] == "tp1" and view.cell_text[10] == "" and view.cell_text[5] == ""
+    assert placement_view(plan, wafer).cell_text == ()
+    timeline = timeline_view(plan, result, ranks)
+    assert timeline.tracks == (
+        "tp0 core (0, 1)", "tp1 core (0, 0)", "tp0 core (0, 2)", "tp1 core (0, 3)", "core (2, 2)",
+    )  # fmt: skip
+    assert timeline.track_group == (0, 0, 1, 1, 2)
+
+
+def test_coarse_views_speak_of_nodes() -> None:
+    coarse = _wafer(dead=frozenset()).coarsen(2)
+    plan = Plan.build("one", coarse.name, [Actor(0, "a", 0), Actor(1, "b", 3)],
+                      [Message(0, 0, 1, 64)])  # fmt: skip
+    result = simulate(plan, coarse)
+    for view in (placement_view(plan, coarse), link_view(result), memory_view(result)):
+        assert view.unit == "node" and "(nodes of 2x2 cores)" in view.title
+    assert timeline_view(plan, result).tracks == ("node (0, 0)", "node (1, 1)")
 
 
 def test_timeline_view_needs_the_simulated_plan(run: Run) -> None:
@@ -200,13 +230,17 @@ def test_memory_view_of_a_coarse_wafer_has_reduced_capacities() -> None:
     assert view.core_capacity[3] == coarse.sram_bytes
 
 
-def test_all_four_pictures(run: Run, tmp_path: Path) -> None:
+def four_pictures(run: Run, folder: Path) -> dict[str, Path]:
+    """The placement, links, timeline and memory pictures of a run (small, for tests)."""
     plan, wafer, result = run
-    outs = [
-        plot_placement(placement_view(plan, wafer), tmp_path / "p.png", dpi=DPI),
-        plot_links(link_view(result, wafer), tmp_path / "l.png", dpi=DPI),
-        plot_timeline(timeline_view(plan, result), tmp_path / "t.png", dpi=DPI),
-        plot_memory(memory_view(result, wafer), tmp_path / "m.png", dpi=DPI),
-    ]
-    for out in outs:
+    return {
+        "placement": plot_placement(placement_view(plan, wafer), folder / "p.png", dpi=DPI),
+        "links": plot_links(link_view(result, wafer), folder / "l.png", dpi=DPI),
+        "timeline": plot_timeline(timeline_view(plan, result), folder / "t.png", dpi=DPI),
+        "memory": plot_memory(memory_view(result, wafer), folder / "m.png", dpi=DPI),
+    }
+
+
+def test_all_four_pictures(run: Run, tmp_path: Path) -> None:
+    for out in four_pictures(run, tmp_path).values():
         assert len(colours(pixels(out))) > 20

@@ -8,7 +8,7 @@ import matplotlib as mpl
 
 from tests.viz.images import DPI, colours, count, pixels
 from waferflow.viz import LinkLoad, LinkView, plot_links
-from waferflow.viz.links import CMAP, IDLE_COLOUR, hottest
+from waferflow.viz.links import CMAP, HOT_COLOUR, IDLE_COLOUR, hottest, scale_top
 
 
 def _mesh(n: int, hot: float = 0.1, *, d2d: bool = True) -> LinkView:
@@ -95,3 +95,23 @@ def test_large_grid_shows_per_core_maximum(tmp_path: Path) -> None:
     img = pixels(plot_links(view, tmp_path / "big.png", dpi=DPI, top_k=1))
     assert count(img, _cmap_colour(0.2)) > 200  # the rows of 20 % links
     assert len(colours(img)) > 20
+
+
+def test_scale_top_rounds_the_busiest_link_up() -> None:
+    assert [scale_top(u) for u in (0.179, 0.2, 0.21, 0.03, 0.004, 0.7, 1.0, 0.0)] == [
+        0.2, 0.2, 0.25, 0.05, 0.01, 1.0, 1.0, 0.01,
+    ]  # fmt: skip
+
+
+def test_colours_run_to_the_busiest_link_and_the_hottest_are_magenta(tmp_path: Path) -> None:
+    # every link at 1 % but one at 18 %: on a 0-20 % scale that one is near the top colour
+    links = tuple(
+        LinkLoad((r, c), (r, c + 1), 0.18 if (r, c) == (1, 1) else 0.01, 100)
+        for r in range(4) for c in range(3)
+    )  # fmt: skip
+    view = LinkView(4, 4, links, die_cols=2)
+    img = pixels(plot_links(view, tmp_path / "l.png", dpi=DPI, top_k=1))
+    assert count(img, _cmap_colour(0.18 / 0.2)) > 20  # not the 18 % colour of a 0-100 % scale
+    assert count(img, HOT_COLOUR) > 20
+    plain = pixels(plot_links(view, tmp_path / "p.png", dpi=DPI, top_k=0))
+    assert count(plain, HOT_COLOUR) == 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -136,6 +137,31 @@ def test_long_titles_wrap_to_the_axes_width() -> None:
     ax = fig.add_subplot()
     R.set_title(ax, "plan " + "dp=2,tp=12,pp=4,microbatches=4 " * 4 + "\nsecond line")
     lines = ax.get_title().split("\n")
-    width = int(4 * ax.get_position().width * 72 / (0.6 * 9))
+    width = int(0.9 * 4 * 72 / (0.6 * 10))
     assert len(lines) > 2 and all(len(x) <= width for x in lines)
     assert lines[-1] == "second line"
+
+
+def test_titles_break_between_words_or_after_commas_never_inside_a_token() -> None:
+    from waferflow.viz import _render as R
+
+    title = "hf:gpt2[dp=2,tp=12,pp=4,microbatches=4,span=1] on wse2@84x: placement by stage"
+    assert R.wrap_words(title, 30) == [
+        "hf:gpt2[dp=2,tp=12,pp=4,",
+        "microbatches=4,span=1] on",
+        "wse2@84x: placement by stage",
+    ]
+    assert R.wrap_words(title, 200) == [title]
+    # a token with no comma stays whole, even when longer than the width
+    assert R.wrap_words("a " + "x" * 40 + " b", 10) == ["a", "x" * 40, "b"]
+    assert R.wrap_words("one\n\ntwo", 10) == ["one", "", "two"]
+
+
+def test_cell_texts_are_written_in_their_cells(tmp_path: Path) -> None:
+    view = PlacementView.from_assignment(4, 4, {0: "s0", 1: "s0", 2: "s1", 3: "s1"})
+    ranked = replace(view, cell_text=("tp0", "tp1", "tp0", "tp1", *[""] * 12))
+    a = pixels(plot_placement(view, tmp_path / "a.png", dpi=DPI))
+    b = pixels(plot_placement(ranked, tmp_path / "b.png", dpi=DPI))
+    assert a.shape == b.shape and (a != b).any()
+    with pytest.raises(VizError, match="cell_text has 2 entries"):
+        replace(view, cell_text=("a", "b"))

@@ -9,7 +9,14 @@ import pytest
 from tests.viz.images import DPI, colours, count, pixels, rgb8
 from waferflow.viz import Span, SpanKind, TimelineView, plot_timeline
 from waferflow.viz import _render as R
-from waferflow.viz.timeline import GAP_COLOUR, PHASE_COLOURS, WAIT_COLOUR, _gaps, busiest_tracks
+from waferflow.viz.timeline import (
+    GAP_COLOUR,
+    PHASE_COLOURS,
+    WAIT_COLOUR,
+    _gaps,
+    busiest_tracks,
+    sample_tracks,
+)
 
 K = SpanKind
 
@@ -91,7 +98,45 @@ def test_busiest_tracks_keep_original_order() -> None:
     assert busiest_tracks(view, 3) == [1, 3, 4]
 
 
-def test_many_tracks_are_cut_to_the_busiest(tmp_path: Path) -> None:
+def _staged(sizes: tuple[int, ...]) -> TimelineView:
+    """Tracks in stages of the given sizes; track t is busy (t % 7 + 1) ms."""
+    group = [g for g, size in enumerate(sizes) for _ in range(size)]
+    spans = tuple(
+        Span(t, 0.0, (t % 7 + 1) * 1e-3, K.COMPUTE, phase="fwd") for t in range(len(group))
+    )
+    return TimelineView(
+        tuple(f"t{t}" for t in range(len(group))), spans, 0.01,
+        groups=tuple(f"stage {g}" for g in range(len(sizes))), track_group=tuple(group),
+    )  # fmt: skip
+
+
+def test_sampling_keeps_every_stage_and_its_busiest_track() -> None:
+    view = _staged((24, 24, 24, 24))
+    shown, note = sample_tracks(view, 64)
+    assert len(shown) == 64
+    for g in range(4):
+        members = [t for t in range(96) if view.track_group[t] == g]
+        picked = [t for t in shown if view.track_group[t] == g]
+        assert len(picked) == 16 and picked == sorted(picked)
+        assert picked[0] == members[0] and picked[-1] == members[-1]  # spread end to end
+        busiest = max(members, key=lambda t: (t % 7, -t))
+        assert busiest in picked
+    assert note == "sampled: 16 of 24 tracks in each of 4 stages (evenly spaced, the busiest kept)"
+    # a stage far smaller than its share still keeps a track; nothing is sampled when
+    # everything fits
+    view = _staged((1, 40, 3))
+    shown, note = sample_tracks(view, 10)
+    assert {view.track_group[t] for t in shown} == {0, 1, 2}
+    assert note.startswith("sampled: per stage: 1/1, 9/40, 1/3")
+    assert sample_tracks(view, 44) == (list(range(44)), "")
+
+
+def test_a_sampled_staged_timeline_draws(tmp_path: Path) -> None:
+    out = plot_timeline(_staged((30, 30, 30)), tmp_path / "s.png", max_tracks=12, dpi=DPI)
+    assert len(colours(pixels(out))) > 10
+
+
+def test_many_tracks_are_sampled(tmp_path: Path) -> None:
     spans = tuple(Span(i, 0.0, (i % 17 + 1) * 1e-3, K.COMPUTE, phase="fwd") for i in range(200))
     view = TimelineView(tuple(f"core {i}" for i in range(200)), spans, 0.02)
     a = plot_timeline(view, tmp_path / "a.png", max_tracks=16, dpi=DPI)

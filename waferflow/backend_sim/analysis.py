@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import Enum
 
 from waferflow.backend_sim.costs import transit_ps
 from waferflow.backend_sim.engine import CAUSE_ACTOR, CAUSE_BUFFER, CAUSE_MESSAGE
@@ -31,6 +32,56 @@ class PathStep:
         return self.end_ps - self.start_ps
 
 
+def memory_events(
+    plan: Plan,
+    start: Sequence[int],
+    end: Sequence[int],
+    data_start: Sequence[int],
+    arrive: Sequence[int],
+) -> tuple[dict[int, int], dict[int, list[tuple[int, int]]]]:
+    """Per core that runs actors: its resident bytes (``mem_bytes`` of its actors, held
+    the whole step) and its buffer allocations and frees as ``(time_ps, +-bytes)``.
+
+    An actor's output buffer (``out_bytes``) lives from its start until it has ended,
+    every remote output message has been delivered and every consumer on the same core
+    has ended, except a consumer that recomputes it (a local message with
+    ``holds=False``): the value then lives again while that consumer runs. A remote
+    message occupies ``bytes`` on the destination core from the start of its data until
+    its consumer ends."""
+    actors = plan.actors
+    core_of = [a.core for a in actors]
+    out_msgs: list[list[int]] = [[] for _ in actors]
+    for m in plan.messages:
+        out_msgs[m.src_actor].append(m.id)
+    resident: dict[int, int] = {}
+    deltas: dict[int, list[tuple[int, int]]] = {}
+    for a in actors:
+        resident[a.core] = resident.get(a.core, 0) + a.mem_bytes
+        own = deltas.setdefault(a.core, [])
+        if not a.out_bytes:
+            continue
+        t_free = end[a.id]
+        for mid in out_msgs[a.id]:
+            m = plan.messages[mid]
+            dst = m.dst_actor
+            local = core_of[dst] == a.core
+            if local and not m.holds:
+                own.append((start[dst], a.out_bytes))  # recomputed for dst
+                own.append((end[dst], -a.out_bytes))
+                continue
+            t = end[dst] if local else arrive[mid]
+            if t > t_free:
+                t_free = t
+        own.append((start[a.id], a.out_bytes))
+        own.append((t_free, -a.out_bytes))
+    for m in plan.messages:
+        dst_core = core_of[m.dst_actor]
+        if dst_core != core_of[m.src_actor] and m.bytes:
+            deltas[dst_core].append((data_start[m.id], m.bytes))
+            deltas[dst_core].append((end[m.dst_actor], -m.bytes))
+    return resident, deltas
+
+
 def peak_memory(
     plan: Plan,
     p: Prepared,
@@ -39,47 +90,18 @@ def peak_memory(
     data_start: Sequence[int],
     arrive: Sequence[int],
 ) -> list[int]:
-    """Peak bytes per local core: resident ``mem_bytes`` of its actors for the whole
-    step, plus live buffers. An actor's output buffer (``out_bytes``) lives from its
-    start until it has ended, every remote output message has been delivered and every
-    consumer on the same core has ended, except a consumer that recomputes it (a local
-    message with ``holds=False``): the value then lives again while that consumer runs.
-    A remote message occupies ``bytes`` on the destination core from the start of its
-    data until its consumer ends. At equal times, frees come before allocations."""
-    n_core = len(p.cores)
-    resident = [0] * n_core
-    deltas: list[list[tuple[int, int]]] = [[] for _ in range(n_core)]
-    actors = plan.actors
-    for a in actors:
-        ci = p.actor_ci[a.id]
-        resident[ci] += a.mem_bytes
-        if a.out_bytes:
-            t_free = end[a.id]
-            for m in p.out_msgs[a.id]:
-                dst = p.msg_dst[m]
-                if p.msg_local[m] and not plan.messages[m].holds:
-                    deltas[ci].append((start[dst], a.out_bytes))  # recomputed for dst
-                    deltas[ci].append((end[dst], -a.out_bytes))
-                    continue
-                t = end[dst] if p.msg_local[m] else arrive[m]
-                if t > t_free:
-                    t_free = t
-            deltas[ci].append((start[a.id], a.out_bytes))
-            deltas[ci].append((t_free, -a.out_bytes))
-    for m in plan.messages:
-        if not p.msg_local[m.id] and m.bytes:
-            ci = p.actor_ci[m.dst_actor]
-            deltas[ci].append((data_start[m.id], m.bytes))
-            deltas[ci].append((end[m.dst_actor], -m.bytes))
+    """Peak bytes per local core (``p.cores`` order): resident bytes plus the most live
+    buffers at once (``memory_events``). At equal times, frees come before allocations."""
+    resident, deltas = memory_events(plan, start, end, data_start, arrive)
     peaks = []
-    for ci in range(n_core):
+    for core in p.cores:
         live = 0
         top = 0
-        for _, d in sorted(deltas[ci]):
+        for _, d in sorted(deltas.get(core, ())):
             live += d
             if live > top:
                 top = live
-        peaks.append(resident[ci] + top)
+        peaks.append(resident.get(core, 0) + top)
     return peaks
 
 
@@ -143,6 +165,53 @@ def core_breakdown(
     return comp, comm, idle
 
 
+class WaitKind(Enum):
+    INPUT = "input"  # an input message from another core still in flight
+    BUFFER = "buffer"  # inputs in, no free output buffer on the core yet
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """A stretch of time a core spent waiting to start ``actor`` (its next in order)."""
+
+    core: int
+    start_ps: int
+    end_ps: int
+    actor: int
+    kind: WaitKind
+    message: int = -1  # INPUT: the last of the actor's inputs to arrive
+
+
+def core_waits(
+    plan: Plan, start: Sequence[int], end: Sequence[int], arrive: Sequence[int]
+) -> list[Wait]:
+    """Every gap before an actor that its core spent waiting, in core then time order:
+    for its last input from another core (INPUT), then, once the inputs are in, for an
+    output buffer (BUFFER). The rest of a core's time off compute is idle: before its
+    first actor with nothing to wait for, and after its last."""
+    actors = plan.actors
+    incoming: dict[int, list[int]] = {}
+    for m in plan.messages:
+        if actors[m.src_actor].core != actors[m.dst_actor].core:
+            incoming.setdefault(m.dst_actor, []).append(m.id)
+    waits: list[Wait] = []
+    for core, ids in plan.order:
+        avail = 0
+        for a in ids:
+            if start[a] > avail:
+                ready = avail
+                msgs = incoming.get(a)
+                if msgs:
+                    last = max(msgs, key=lambda m: (arrive[m], m))
+                    if arrive[last] > avail:
+                        ready = min(arrive[last], start[a])
+                        waits.append(Wait(core, avail, ready, a, WaitKind.INPUT, last))
+                if start[a] > ready:
+                    waits.append(Wait(core, ready, start[a], a, WaitKind.BUFFER))
+            avail = max(avail, end[a])
+    return waits
+
+
 def uncontended_transit(p: Prepared, m: int) -> int:
     """The closed-form transit time of message ``m`` (0 for same-core messages)."""
     if p.msg_local[m]:
@@ -159,9 +228,13 @@ def handshake_ps(p: Prepared, m: int) -> int:
 
 __all__ = [
     "PathStep",
+    "Wait",
+    "WaitKind",
     "core_breakdown",
+    "core_waits",
     "critical_path",
     "handshake_ps",
+    "memory_events",
     "peak_memory",
     "uncontended_transit",
 ]

@@ -6,11 +6,18 @@ import heapq
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from waferflow.backend_sim.analysis import PathStep
+from waferflow.backend_sim.analysis import PathStep, Wait, core_waits
 from waferflow.backend_sim.costs import ps_to_seconds
 from waferflow.ir.plan import Plan
 from waferflow.ir.target.wafer import Coord, Wafer
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from waferflow.backend_sim.trace import TraceOptions
+    from waferflow.parallel.ranks import CoreRank
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +143,11 @@ class SimResult:
                 return c
         raise KeyError(f"core {core} runs no actor in plan {self.plan.name!r}")
 
+    def waits(self) -> list[Wait]:
+        """The gaps each core spent waiting before an actor: for an input from another
+        core, then for an output buffer (``analysis.core_waits``)."""
+        return core_waits(self.plan, self.actor_start_ps, self.actor_end_ps, self.msg_arrive_ps)
+
     def actor_span(self, actor_id: int) -> tuple[float, float]:
         """(start, end) of an actor in seconds."""
         return (
@@ -191,13 +203,22 @@ class SimResult:
         lines.append(f"  {'engine':<22}{self.events:,} events, {self.packet_hops:,} packet-hops")
         return "\n".join(lines)
 
-    def to_chrome_trace(self, path: str | Path, link_tracks: bool = False) -> None:
+    def to_chrome_trace(
+        self,
+        path: str | Path,
+        link_tracks: bool = False,
+        *,
+        options: TraceOptions | None = None,
+        ranks: Mapping[int, CoreRank] | None = None,
+    ) -> Path:
         """Write a Chrome / Perfetto trace (open in ui.perfetto.dev or chrome://tracing):
-        one track per core with its actors; with ``link_tracks``, one track per link
-        with the messages crossing it."""
+        a track per core with its actors and waits, flows for the messages between
+        cores, memory and link-load counters; with ``link_tracks``, one track per link
+        with the messages crossing it. ``ranks`` names each core's rank
+        (``waferflow.parallel.ranks``). See ``backend_sim.trace``."""
         from waferflow.backend_sim.trace import write_chrome_trace
 
-        write_chrome_trace(self, path, link_tracks=link_tracks)
+        return write_chrome_trace(self, path, link_tracks, options=options, ranks=ranks)
 
     def __str__(self) -> str:
         return self.summary()

@@ -1,114 +1,285 @@
 """Chrome / Perfetto trace of a simulated step (the JSON "Trace Event Format").
 
-Process 1 holds one track (thread) per core that runs actors, with a complete
-("ph": "X") event per actor; process 2, when asked, one track per link with an event
-per message crossing it, from its first packet entering the link to its last packet
-leaving it. Timestamps are microseconds, as the format wants.
+Process 1 has one track (thread) per core that runs actors, named by its pipeline stage,
+its rank (when the plan's ranks are known) and its coordinate, sorted stage by stage.
+On a track: a complete event ("ph": "X") per actor, and wait slices for the gaps the
+core spent waiting for an input from another core ("wait: input") or, inputs in, for an
+output buffer ("wait: buffer"); no slice is idle. Each message between cores is a flow
+("s" in its producer, "f" bound to its consumer), drawn as an arrow from one to the
+other. Counters ("ph": "C", see ``trace_counters``): each core's memory (process 1)
+and the load of the busiest links and the mean over all used links (process 2),
+sampled into ``counter_points`` bins. With ``link_tracks``, process 2 also has one
+track per link with an event per message crossing it. Timestamps are microseconds.
 """
 
 from __future__ import annotations
 
+import gzip
 import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
+from waferflow.backend_sim.trace_counters import bin_edges, link_loads, memory_peaks
+from waferflow.outputs import write_output
+
 if TYPE_CHECKING:
     from waferflow.backend_sim.results import SimResult
+    from waferflow.parallel.ranks import CoreRank
 
 CORES_PID = 1
 LINKS_PID = 2
+_FLOW_EDGE_PS = 1000  # flow ends sit this far inside their slices (Perfetto keeps ns)
 
 
-def _us(ps: int) -> float:
+@dataclass(frozen=True)
+class TraceOptions:
+    """What goes into a trace beyond the actors, waits and flows (always there)."""
+
+    link_tracks: bool = False  # a track per used link, an event per message on it
+    counter_points: int = 200  # samples per counter track over the step
+    counter_links: int = 16  # the busiest links get a load counter each
+
+
+def _us(ps: float) -> float:
     return round(ps / 1e6, 6)
 
 
-def chrome_trace(result: SimResult, link_tracks: bool = False) -> dict[str, Any]:
-    """The trace as a JSON-ready dict."""
-    plan = result.plan
-    cols = result.wafer.cols
-    ev: list[dict[str, Any]] = [
-        {"name": "process_name", "ph": "M", "pid": CORES_PID, "tid": 0,
-         "args": {"name": f"cores of {result.wafer.name}"}},
-        {"name": "process_sort_index", "ph": "M", "pid": CORES_PID, "tid": 0,
-         "args": {"sort_index": CORES_PID}},
-    ]  # fmt: skip
+def _meta(name: str, pid: int, tid: int, args: dict[str, Any]) -> dict[str, Any]:
+    return {"name": name, "ph": "M", "pid": pid, "tid": tid, "args": args}
+
+
+def track_names(result: SimResult, ranks: Mapping[int, CoreRank] | None) -> dict[int, str]:
+    """Core -> ``'stage 0 dp1 tp3 · core (3, 0)'`` (``node`` on a coarse view; the rank
+    only when known, the stage only when the plan has several)."""
+    plan, wafer = result.plan, result.wafer
+    unit = "node" if wafer.coarsen_factor > 1 else "core"
+    stage = _core_stages(result)
+    several = len(set(stage.values())) > 1
+    out = {}
     for c in plan.cores:
-        ev.append(
-            {"name": "thread_name", "ph": "M", "pid": CORES_PID, "tid": c,
-             "args": {"name": f"core {c} {divmod(c, cols)}"}}
-        )  # fmt: skip
-        ev.append(
-            {"name": "thread_sort_index", "ph": "M", "pid": CORES_PID, "tid": c,
-             "args": {"sort_index": c}}
-        )  # fmt: skip
+        where = f"{unit} {wafer.coord(c)}"
+        r = ranks.get(c) if ranks else None
+        role = r.long_label if r is not None else (f"stage {stage[c]}" if several else "")
+        out[c] = f"{role} · {where}" if role else where
+    return out
+
+
+def _core_stages(result: SimResult) -> dict[int, int]:
+    """The stage of each core's first actor (a core runs one stage in parallel plans)."""
+    stage: dict[int, int] = {}
+    for c, ids in result.plan.order:
+        if ids:
+            stage[c] = result.plan.actors[ids[0]].stage
+    return stage
+
+
+def _track_order(result: SimResult, ranks: Mapping[int, CoreRank] | None) -> list[int]:
+    stage = _core_stages(result)
+
+    def key(c: int) -> tuple[int, int, int]:
+        r = ranks.get(c) if ranks else None
+        return (r.stage, r.rank, c) if r is not None else (stage[c], 0, c)
+
+    return sorted(result.plan.cores, key=key)
+
+
+def _core_events(result: SimResult, ranks: Mapping[int, CoreRank] | None) -> Iterator[dict]:
+    wafer = result.wafer
+    unit = "nodes" if wafer.coarsen_factor > 1 else "cores"
+    yield _meta("process_name", CORES_PID, 0, {"name": f"{unit} of {wafer.name}"})
+    yield _meta("process_sort_index", CORES_PID, 0, {"sort_index": CORES_PID})
+    names = track_names(result, ranks)
+    for i, c in enumerate(_track_order(result, ranks)):
+        yield _meta("thread_name", CORES_PID, c, {"name": names[c]})
+        yield _meta("thread_sort_index", CORES_PID, c, {"sort_index": i})
     start, end = result.actor_start_ps, result.actor_end_ps
-    for a in plan.actors:
-        ev.append(
-            {
-                "name": a.name,
-                "cat": f"{a.phase.value},{a.op_kind.value}",
+    for a in result.plan.actors:
+        # the track names the stage and rank; the module only when the name does not
+        args: dict[str, Any] = {
+            "actor": a.id,
+            "flops": a.flops,
+            "bytes_read": a.bytes_read,
+            "bytes_written": a.bytes_written,
+            "microbatch": a.microbatch,
+        }
+        if a.module and a.module not in a.name:
+            args["module"] = a.module
+        yield {
+            "name": a.name,
+            "cat": f"{a.phase.value},{a.op_kind.value}",
+            "ph": "X",
+            "ts": _us(start[a.id]),
+            "dur": _us(end[a.id] - start[a.id]),
+            "pid": CORES_PID,
+            "tid": a.core,
+            "args": args,
+        }
+
+
+def _wait_events(result: SimResult) -> Iterator[dict]:
+    plan, wafer = result.plan, result.wafer
+    for w in result.waits():
+        # for the actor that follows on the track; an input wait names the message
+        args: dict[str, Any] = {}
+        if w.message >= 0:
+            src = plan.actors[plan.messages[w.message].src_actor]
+            args = {"message": w.message, "from": f"actor {src.id} on {wafer.coord(src.core)}"}
+        yield {
+            "name": f"wait: {w.kind.value}",
+            "cat": "wait",
+            "ph": "X",
+            "ts": _us(w.start_ps),
+            "dur": _us(w.end_ps - w.start_ps),
+            "pid": CORES_PID,
+            "tid": w.core,
+            "args": args,
+        }
+
+
+def _inside(start: int, end: int, at_end: bool) -> int:
+    """A time strictly inside [start, end] near one end, so the flow binds to the slice."""
+    edge = min(_FLOW_EDGE_PS, (end - start) // 2)
+    return end - edge if at_end else start + edge
+
+
+def _flow_events(result: SimResult) -> Iterator[dict]:
+    """One flow per message between cores: from its producer's slice (where it is sent,
+    at the end) to its consumer's (which it lets start)."""
+    plan = result.plan
+    start, end = result.actor_start_ps, result.actor_end_ps
+    for m in plan.messages:
+        src, dst = plan.actors[m.src_actor], plan.actors[m.dst_actor]
+        if src.core == dst.core:
+            continue
+        common = {"name": "message", "cat": "message", "id": m.id, "pid": CORES_PID}
+        yield {**common, "ph": "s", "tid": src.core,
+               "ts": _us(_inside(start[src.id], end[src.id], at_end=True))}  # fmt: skip
+        yield {**common, "ph": "f", "bp": "e", "tid": dst.core,
+               "ts": _us(_inside(start[dst.id], end[dst.id], at_end=False))}  # fmt: skip
+
+
+def _counter(
+    name: str, pid: int, key: str, times: np.ndarray, values: np.ndarray
+) -> Iterator[dict]:
+    """Samples of one counter; a sample equal to the one before is left out (a counter
+    holds its value until the next), the last one always stays."""
+    vals = [round(v, 3) for v in values.tolist()]
+    last = len(vals) - 1
+    for i, (t, v) in enumerate(zip(times.tolist(), vals, strict=True)):
+        if 0 < i < last and v == vals[i - 1]:
+            continue
+        yield {"name": name, "ph": "C", "pid": pid, "tid": 0, "ts": _us(t), "args": {key: v}}
+
+
+def _counter_times(edges: np.ndarray, step_ps: int) -> np.ndarray:
+    """A sample at each bin's start, and one at the end of the step."""
+    return np.append(edges[:-1], float(step_ps))
+
+
+def _memory_counters(result: SimResult, names: Mapping[int, str], points: int) -> Iterator[dict]:
+    step = result.step_time_ps
+    edges = bin_edges(step, points)
+    peaks = memory_peaks(result, edges)
+    top = max((float(p.max()) for p in peaks.values()), default=0.0)
+    unit, scale = ("MiB", 2**20) if top >= 10 * 2**20 else ("KiB", 2**10)
+    for core, peak in peaks.items():
+        values = np.append(peak, peak[-1]) / scale
+        yield from _counter(f"memory {names[core]}", CORES_PID, unit,
+                            _counter_times(edges, step), values)  # fmt: skip
+
+
+def _link_counters(result: SimResult, options: TraceOptions) -> Iterator[dict]:
+    step = result.step_time_ps
+    yield _meta("process_name", LINKS_PID, 0, {"name": "links"})
+    yield _meta("process_sort_index", LINKS_PID, 0, {"sort_index": LINKS_PID})
+    if not result.link_busy_ps:
+        return
+    edges = bin_edges(step, options.counter_points)
+    times = _counter_times(edges, step)
+    chosen = result.busiest_links(options.counter_links)
+    rows, mean = link_loads(result, [lk.index for lk in chosen], edges)
+    n = len(result.link_busy_ps)
+    yield from _counter(f"link load: mean of {n} used links", LINKS_PID, "busy %", times,
+                        np.append(mean, 0.0) * 100)  # fmt: skip
+    for lk, row in zip(chosen, rows, strict=True):
+        tag = " d2d" if lk.d2d else ""
+        yield from _counter(f"link load {lk.src}->{lk.dst}{tag}", LINKS_PID, "busy %", times,
+                            np.append(row, 0.0) * 100)  # fmt: skip
+
+
+def _link_track_events(result: SimResult) -> Iterator[dict]:
+    plan = result.plan
+    for lk in result.links:
+        tag = " d2d" if lk.d2d else ""
+        yield _meta("thread_name", LINKS_PID, lk.index, {"name": f"{lk.src}->{lk.dst}{tag}"})
+    for m, (links, s_ps, e_ps) in enumerate(result.link_occupancy):
+        msg = plan.messages[m]
+        label = f"m{m} {plan.actors[msg.src_actor].name}->{plan.actors[msg.dst_actor].name}"
+        for li, s, e in zip(links, s_ps, e_ps, strict=True):
+            yield {
+                "name": label,
+                "cat": "message",
                 "ph": "X",
-                "ts": _us(start[a.id]),
-                "dur": _us(end[a.id] - start[a.id]),
-                "pid": CORES_PID,
-                "tid": a.core,
-                "args": {
-                    "actor": a.id,
-                    "flops": a.flops,
-                    "bytes_read": a.bytes_read,
-                    "bytes_written": a.bytes_written,
-                    "module": a.module,
-                    "stage": a.stage,
-                    "microbatch": a.microbatch,
-                },
+                "ts": _us(s),
+                "dur": _us(e - s),
+                "pid": LINKS_PID,
+                "tid": li,
+                "args": {"message": m, "bytes": msg.bytes},
             }
-        )
-    if link_tracks:
-        ev.append(
-            {"name": "process_name", "ph": "M", "pid": LINKS_PID, "tid": 0,
-             "args": {"name": "links"}}
-        )  # fmt: skip
-        ev.append(
-            {"name": "process_sort_index", "ph": "M", "pid": LINKS_PID, "tid": 0,
-             "args": {"sort_index": LINKS_PID}}
-        )  # fmt: skip
-        for lk in result.links:
-            tag = " d2d" if lk.d2d else ""
-            ev.append(
-                {"name": "thread_name", "ph": "M", "pid": LINKS_PID, "tid": lk.index,
-                 "args": {"name": f"{lk.src}->{lk.dst}{tag}"}}
-            )  # fmt: skip
-        for m, (links, s_ps, e_ps) in enumerate(result.link_occupancy):
-            msg = plan.messages[m]
-            label = f"m{m} {plan.actors[msg.src_actor].name}->{plan.actors[msg.dst_actor].name}"
-            for li, s, e in zip(links, s_ps, e_ps, strict=True):
-                ev.append(
-                    {
-                        "name": label,
-                        "cat": "message",
-                        "ph": "X",
-                        "ts": _us(s),
-                        "dur": _us(e - s),
-                        "pid": LINKS_PID,
-                        "tid": li,
-                        "args": {"message": m, "bytes": msg.bytes},
-                    }
-                )
+
+
+def chrome_trace(
+    result: SimResult,
+    link_tracks: bool = False,
+    *,
+    options: TraceOptions | None = None,
+    ranks: Mapping[int, CoreRank] | None = None,
+) -> dict[str, Any]:
+    """The trace as a JSON-ready dict. ``ranks`` (core -> ``CoreRank``, from a parallel
+    plan) puts each core's rank in its track name."""
+    opts = options or TraceOptions(link_tracks=link_tracks)
+    names = track_names(result, ranks)
+    ev: list[dict[str, Any]] = [*_core_events(result, ranks), *_wait_events(result)]
+    ev += _flow_events(result)
+    if result.step_time_ps > 0:
+        ev += _memory_counters(result, names, opts.counter_points)
+        ev += _link_counters(result, opts)
+    if opts.link_tracks:
+        ev += _link_track_events(result)
     return {
         "traceEvents": ev,
         "displayTimeUnit": "ns",
         "otherData": {
-            "plan": plan.name,
+            "plan": result.plan.name,
             "wafer": result.wafer.name,
             "step_time_ps": result.step_time_ps,
+            "counters": (
+                f"{opts.counter_points} samples per counter: link load = share of the "
+                "sample the link was busy; memory = most bytes live in the sample"
+            ),
         },
     }
 
 
-def write_chrome_trace(result: SimResult, path: str | Path, link_tracks: bool = False) -> None:
-    doc = chrome_trace(result, link_tracks=link_tracks)
-    Path(path).write_text(json.dumps(doc, separators=(",", ":")) + "\n", encoding="utf-8")
+def write_chrome_trace(
+    result: SimResult,
+    path: str | Path,
+    link_tracks: bool = False,
+    *,
+    options: TraceOptions | None = None,
+    ranks: Mapping[int, CoreRank] | None = None,
+) -> Path:
+    """Write the trace as compact JSON; gzip-compressed when ``path`` ends in ``.gz``
+    (Perfetto and chrome://tracing open both)."""
+    doc = chrome_trace(result, link_tracks, options=options, ranks=ranks)
+    data = (json.dumps(doc, separators=(",", ":")) + "\n").encode("utf-8")
+    if str(path).endswith(".gz"):
+        data = gzip.compress(data, compresslevel=6, mtime=0)  # mtime 0: same bytes
+    return write_output(path, data)
 
 
-__all__ = ["chrome_trace", "write_chrome_trace"]
+__all__ = ["TraceOptions", "chrome_trace", "track_names", "write_chrome_trace"]

@@ -109,13 +109,19 @@ class MemoryReport:
     def top(self, k: int = 5) -> list[CoreMemory]:
         return sorted(self.cores, key=lambda c: (-c.peak_bytes, c.core))[:k]
 
+    def rows(self, k: int = 8) -> tuple[list[str], list[list[str]]]:
+        """Header and rows of the ``k`` fullest cores: peak and what it is made of."""
+        head = ["core", "stage", "peak", "capacity", *CATEGORIES]
+        body = []
+        for c in self.top(k):
+            body.append([str(c.coord), str(c.stage), fmt_bytes(c.peak_bytes),
+                         fmt_bytes(c.capacity_bytes), *(fmt_bytes(c.part(x)) for x in CATEGORIES)])  # fmt: skip
+        return head, body
+
     def table(self, k: int = 8) -> str:
         """The ``k`` fullest cores: peak and what it is made of."""
-        head = ["core", "stage", "peak", "capacity", *CATEGORIES]
-        rows = [head]
-        for c in self.top(k):
-            rows.append([str(c.coord), str(c.stage), fmt_bytes(c.peak_bytes),
-                         fmt_bytes(c.capacity_bytes), *(fmt_bytes(c.part(x)) for x in CATEGORIES)])  # fmt: skip
+        head, body = self.rows(k)
+        rows = [head, *body]
         widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
         lines = ["  ".join(x.rjust(w) for x, w in zip(r, widths, strict=True)) for r in rows]
         more = len(self.cores) - min(k, len(self.cores))

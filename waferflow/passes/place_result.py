@@ -171,8 +171,8 @@ def _change(x: float, ref: float) -> str:
     return f"{abs(d):.1f}% {'higher' if d > 0 else 'lower'} than"
 
 
-def format_result(r: PlacedResult) -> str:
-    """The comparison table, the solver reports and the decisions' views."""
+def comparison_table(r: PlacedResult) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
+    """The header and rows of the comparison (the kept method marked with ``*``)."""
     base = r.best_baseline()
     rank_head = "rank byte-hops" if r.kind == "parallel" else "flow byte-hops"
     head = ("method", "floorplan", rank_head, "plan byte-hops", "vs best baseline",
@@ -193,6 +193,13 @@ def format_result(r: PlacedResult) -> str:
     for name, rep in r.reports:
         if name in ("ranks", "actors"):
             body.append((f"{name} bound", "-", _num(rep.best_bound), "-", "-", "-", "-", ""))
+    return head, body
+
+
+def format_result(r: PlacedResult) -> str:
+    """The comparison table, the solver reports and the decisions' views."""
+    base = r.best_baseline()
+    head, body = comparison_table(r)
     widths = [max(len(x[i]) for x in [head, *body]) for i in range(len(head))]
     lines = [r.title]
     for row in [head, *body]:
@@ -238,6 +245,7 @@ __all__ = [
     "Candidate",
     "PlaceOptions",
     "PlacedResult",
+    "comparison_table",
     "format_result",
     "step_time",
 ]

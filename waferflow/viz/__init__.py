@@ -26,6 +26,7 @@ from waferflow.viz.data import (
     Region,
     Span,
     SpanKind,
+    Table,
     TimelineView,
     VizError,
 )
@@ -80,6 +81,7 @@ __all__ = [
     "Region",
     "Span",
     "SpanKind",
+    "Table",
     "TimelineView",
     "VizError",
     "link_view",

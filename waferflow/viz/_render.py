@@ -7,8 +7,9 @@ needs closing), and the user's chosen backend is left alone.
 
 from __future__ import annotations
 
+import io
 import math
-import textwrap
+import re
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -17,11 +18,15 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 
+from waferflow.outputs import write_output
 from waferflow.viz.data import Coord, VizError
 
 # Per-core images larger than this are max-pooled so that one hot core stays visible.
 MAX_IMAGE_PIXELS = 400
+# Pictures are 7-9.5 in wide: 1,200-1,600 px at this resolution.
+DEFAULT_DPI = 170
 
 DEAD_RGBA = to_rgba("#3a3a3a")
 UNASSIGNED_RGBA = to_rgba("#f4f4f4")
@@ -56,13 +61,13 @@ def new_figure(figsize: tuple[float, float], dpi: int) -> Figure:
 
 
 def save(fig: Figure, path: str | Path, dpi: int) -> Path:
-    """Write the figure to ``path`` (format from the suffix) and free it."""
+    """Write the figure to ``path`` (format from the suffix, atomically) and free it."""
     out, fmt = output_path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    buf = io.BytesIO()
     with mpl.rc_context(_RC):
-        fig.savefig(out, format=fmt, dpi=dpi, metadata=_METADATA[fmt])
+        fig.savefig(buf, format=fmt, dpi=dpi, metadata=_METADATA[fmt])
     fig.clear()
-    return out
+    return write_output(out, buf.getvalue())
 
 
 MAX_ASPECT = 4.0  # grids more elongated than this get stretched (non-square) cells
@@ -72,7 +77,7 @@ def grid_side(rows: int, cols: int) -> tuple[float, float]:
     """Inches for a grid drawing that keeps cells square (up to ``MAX_ASPECT``) and
     stays readable."""
     longest = max(rows, cols)
-    side = min(7.0, max(3.2, 0.42 * longest))
+    side = min(9.0, max(7.5, 0.42 * longest))
     short = side / min(longest / min(rows, cols), MAX_ASPECT)
     width, height = (side, short) if cols >= rows else (short, side)
     return max(width, 2.0), max(height, 2.0)
@@ -118,17 +123,28 @@ def die_cuts(n: int, parts: int) -> list[int]:
     return [k * n // parts for k in range(1, parts)]
 
 
+DIE_COLOUR = "#202020"
+DIE_DASHES = (0, (4, 2))  # dashed: told apart from outlines and highlights, always solid
+
+
 def draw_dies(
     ax: Axes, rows: int, cols: int, die_rows: int, die_cols: int, zorder: float = 6
-) -> None:
-    """Die boundaries as thick lines (only the inner ones; the frame is the axes)."""
-    style = {"colors": "black", "linewidths": 3.0, "zorder": zorder}
+) -> bool:
+    """Die boundaries as dashed lines (only the inner ones; the frame is the axes).
+    Returns whether any was drawn (for the legend: ``die_handle``)."""
+    style = {"colors": DIE_COLOUR, "linewidths": 1.8, "linestyles": DIE_DASHES, "zorder": zorder}
     rcuts = [r - 0.5 for r in die_cuts(rows, die_rows)]
     ccuts = [c - 0.5 for c in die_cuts(cols, die_cols)]
     if rcuts:
         ax.hlines(rcuts, -0.5, cols - 0.5, **style)
     if ccuts:
         ax.vlines(ccuts, -0.5, rows - 0.5, **style)
+    return bool(rcuts or ccuts)
+
+
+def die_handle() -> Line2D:
+    """The legend entry of ``draw_dies``' lines."""
+    return Line2D([], [], color=DIE_COLOUR, lw=1.8, ls=DIE_DASHES, label="die boundary")
 
 
 def dead_mask(rows: int, cols: int, dead: Iterable[Coord]) -> np.ndarray:
@@ -172,14 +188,46 @@ def max_pool(values: np.ndarray, limit: int = MAX_IMAGE_PIXELS) -> tuple[np.ndar
     return np.where(np.isneginf(filled), np.nan, filled), k
 
 
-def set_title(ax: Axes, text: str, *, fontsize: float = 9, **kw: object) -> None:
-    """A title whose long lines wrap to the figure's width, so none is clipped."""
+def wrap_words(text: str, width: int) -> list[str]:
+    """Lines of at most ``width`` characters, broken between words; a word longer than
+    that breaks after a comma or a separator inside it (``dp=2,tp=12,...``), and is
+    never cut anywhere else."""
+    lines: list[str] = []
+    for para in text.split("\n"):
+        line = ""
+        for word in para.split():
+            pieces = _pieces(word, width)
+            for i, piece in enumerate(pieces):
+                glue = " " if i == 0 and line else ""
+                if line and len(line) + len(glue) + len(piece) > width:
+                    lines.append(line)
+                    line, glue = "", ""
+                line += glue + piece
+        lines.append(line)
+    return lines
+
+
+def _pieces(word: str, width: int) -> list[str]:
+    """A word cut after its commas / separators into runs of at most ``width`` (a run
+    with no place to cut stays whole)."""
+    if len(word) <= width:
+        return [word]
+    out: list[str] = []
+    for part in re.findall(r"[^,;/]*[,;/]|[^,;/]+$", word):
+        if out and len(out[-1]) + len(part) <= width:
+            out[-1] += part
+        else:
+            out.append(part)
+    return out
+
+
+def set_title(ax: Axes, text: str, *, fontsize: float = 10, **kw: object) -> None:
+    """A title whose long lines wrap at word boundaries to most of the figure's width
+    (the layout makes room for it; characters are about 0.6 em wide)."""
     fig = ax.get_figure()
-    # the title is centred on the axes: wrap at the axes' width (characters ~0.6 em)
-    inches = fig.get_size_inches()[0] * ax.get_position().width if fig is not None else 5.0
+    inches = 0.9 * fig.get_size_inches()[0] if fig is not None else 5.0
     width = max(30, int(inches * 72 / (0.6 * fontsize)))
-    lines = [w for line in text.split("\n") for w in (textwrap.wrap(line, width) or [""])]
-    ax.set_title("\n".join(lines), fontsize=fontsize, **kw)  # type: ignore[arg-type]
+    ax.set_title("\n".join(wrap_words(text, width)), fontsize=fontsize, **kw)  # type: ignore[arg-type]
 
 
 def shorten(name: str, width: int = 28) -> str:

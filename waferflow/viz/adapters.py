@@ -6,7 +6,6 @@ checking only and this module imports neither matplotlib nor the simulator.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from enum import Enum
 from typing import TYPE_CHECKING
 
@@ -25,9 +24,12 @@ from waferflow.viz.data import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from waferflow.backend_sim.results import SimResult
     from waferflow.ir.plan import Actor, Plan
     from waferflow.ir.target.wafer import Wafer
+    from waferflow.parallel.ranks import CoreRank
 
 _PS = 1e-12  # seconds per picosecond
 _MAX_STAGE_REGIONS = 64
@@ -64,6 +66,17 @@ def _label_of(a: Actor, by: LabelBy) -> str:
     return a.module or a.layer or a.name
 
 
+def _unit(wafer: Wafer) -> str:
+    """What one cell of the wafer's grid is: a core, or on a coarse view a node."""
+    return "node" if wafer.coarsen_factor > 1 else "core"
+
+
+def _where(wafer: Wafer) -> str:
+    """``'wse2@84x (nodes of 84x84 cores)'``, or the plain name of a fine wafer."""
+    k = wafer.coarsen_factor
+    return f"{wafer.name} (nodes of {k}x{k} cores)" if k > 1 else wafer.name
+
+
 def _check_fits(plan: Plan, wafer: Wafer) -> None:
     n = wafer.rows * wafer.cols
     for a in plan.actors:
@@ -74,9 +87,16 @@ def _check_fits(plan: Plan, wafer: Wafer) -> None:
             )
 
 
-def placement_view(plan: Plan, wafer: Wafer, by: LabelBy = LabelBy.AUTO) -> PlacementView:
+def placement_view(
+    plan: Plan,
+    wafer: Wafer,
+    by: LabelBy = LabelBy.AUTO,
+    ranks: Mapping[int, CoreRank] | None = None,
+) -> PlacementView:
     """Each core coloured by the label (stage, layer, module or op kind) of its heaviest
-    actor; pipelined plans also get one region per stage (the box around its cores)."""
+    actor; pipelined plans also get one region per stage (the box around its cores).
+    With ``ranks`` (core -> ``CoreRank`` of a parallel plan) each core also shows its
+    data- / tensor-parallel rank."""
     _check_fits(plan, wafer)
     by = _resolve(by, plan)
     best: dict[int, Actor] = {}
@@ -106,8 +126,20 @@ def placement_view(plan: Plan, wafer: Wafer, by: LabelBy = LabelBy.AUTO) -> Plac
         die_cols=wafer.die_cols,
         dead=frozenset(wafer.dead_cores),
         regions=_stage_regions(plan, wafer.cols),
-        title=f"{plan.name} on {wafer.name}: placement by {by.value}",
+        title=f"{plan.name} on {_where(wafer)}: placement by {by.value}",
+        cell_text=_rank_text(ranks, wafer),
+        unit=_unit(wafer),
     )
+
+
+def _rank_text(ranks: Mapping[int, CoreRank] | None, wafer: Wafer) -> tuple[str, ...]:
+    if not ranks or not any(r.label for r in ranks.values()):
+        return ()
+    text = [""] * (wafer.rows * wafer.cols)
+    for core, r in ranks.items():
+        if 0 <= core < len(text):
+            text[core] = r.label
+    return tuple(text)
 
 
 def _stage_regions(plan: Plan, cols: int) -> tuple[Region, ...]:
@@ -150,14 +182,18 @@ def link_view(result: SimResult, wafer: Wafer | None = None) -> LinkView:
         die_rows=wafer.die_rows,
         die_cols=wafer.die_cols,
         dead=frozenset(wafer.dead_cores),
-        title=f"{result.plan.name} on {wafer.name}: links",
+        title=f"{result.plan.name} on {_where(wafer)}: links",
+        unit=_unit(wafer),
     )
 
 
-def timeline_view(plan: Plan, result: SimResult) -> TimelineView:
-    """One track per core that runs actors: its actors as compute spans (phase from the
-    actor), its outgoing messages as sends (first hop) and incoming ones as receives
-    (last hop), and waits for late inputs between actors as WAIT spans."""
+def timeline_view(
+    plan: Plan, result: SimResult, ranks: Mapping[int, CoreRank] | None = None
+) -> TimelineView:
+    """One track per core that runs actors, grouped by pipeline stage and ordered by
+    rank within a stage (``ranks``: core -> ``CoreRank``): its actors as compute spans
+    (phase from the actor), its outgoing messages as sends (first hop) and incoming ones
+    as receives (last hop), and the waits before its actors (``SimResult.waits``)."""
     n = len(plan.actors)
     if len(result.actor_start_ps) != n or len(result.msg_arrive_ps) != len(plan.messages):
         raise VizError(
@@ -165,8 +201,7 @@ def timeline_view(plan: Plan, result: SimResult) -> TimelineView:
             f"{len(result.msg_arrive_ps)} messages but plan {plan.name!r} has {n} and "
             f"{len(plan.messages)}; pass the plan that was simulated"
         )
-    cols = result.wafer.cols
-    cores = plan.cores
+    cores, names, stage_of = _tracks(plan, result.wafer, ranks)
     track = {c: i for i, c in enumerate(cores)}
     start, end = result.actor_start_ps, result.actor_end_ps
     actors = plan.actors
@@ -182,14 +217,53 @@ def timeline_view(plan: Plan, result: SimResult) -> TimelineView:
                 a.phase.value,
             )
         )
+    spans += _message_spans(plan, result, track)
+    for w in result.waits():
+        label = f"wait ({w.kind.value}) for {actors[w.actor].name}"
+        spans.append(Span(track[w.core], w.start_ps * _PS, w.end_ps * _PS, SpanKind.WAIT, label))
+    stages = sorted(set(stage_of))
+    several = len(stages) > 1
+    return TimelineView(
+        tracks=tuple(names) or ("(no cores)",),
+        spans=tuple(spans),
+        step_time_s=result.step_time_ps * _PS,
+        title=f"{plan.name} on {_where(result.wafer)}: timeline",
+        groups=tuple(f"stage {s}" for s in stages) if several else (),
+        track_group=tuple(stages.index(s) for s in stage_of) if several else (),
+    )
 
-    incoming: dict[int, list[int]] = defaultdict(list)
+
+def _tracks(
+    plan: Plan, wafer: Wafer, ranks: Mapping[int, CoreRank] | None
+) -> tuple[list[int], list[str], list[int]]:
+    """The cores with actors in (stage, rank, core) order, their track names and their
+    stages (a core's stage: that of its first actor)."""
+    stage = {c: plan.actors[ids[0]].stage for c, ids in plan.order if ids}
+    unit = _unit(wafer)
+
+    def key(c: int) -> tuple[int, int, int]:
+        r = ranks.get(c) if ranks else None
+        return (stage[c], r.rank if r is not None else 0, c)
+
+    cores = sorted(plan.cores, key=key)
+    names = []
+    for c in cores:
+        r = ranks.get(c) if ranks else None
+        role = f"{r.label} " if r is not None and r.label else ""
+        names.append(f"{role}{unit} {wafer.coord(c)}")
+    return cores, names, [stage[c] for c in cores]
+
+
+def _message_spans(plan: Plan, result: SimResult, track: Mapping[int, int]) -> list[Span]:
+    """A send span on the source core (first hop) and a receive span on the destination
+    (last hop) per message between cores."""
+    spans: list[Span] = []
+    actors = plan.actors
     occupancy = result.link_occupancy
     for m in plan.messages:
         src, dst = actors[m.src_actor], actors[m.dst_actor]
         if src.core == dst.core:
             continue  # stays in the core's memory: no traffic
-        incoming[m.dst_actor].append(m.id)
         hops = occupancy[m.id] if occupancy else ((), (), ())
         if hops[0]:
             send = (hops[1][0], hops[2][0])
@@ -204,26 +278,7 @@ def timeline_view(plan: Plan, result: SimResult) -> TimelineView:
         spans.append(
             Span(track[dst.core], recv[0] * _PS, recv[1] * _PS, SpanKind.RECV, label, phase)
         )
-
-    arrive = result.msg_arrive_ps
-    for core in cores:
-        prev_end = 0
-        for aid in plan.order_of(core):
-            if start[aid] > prev_end and incoming[aid]:
-                latest = max(arrive[m] for m in incoming[aid])
-                if latest > prev_end:
-                    stop = min(start[aid], latest)
-                    label = f"wait for {actors[aid].name}"
-                    span = Span(track[core], prev_end * _PS, stop * _PS, SpanKind.WAIT, label)
-                    spans.append(span)
-            prev_end = max(prev_end, end[aid])
-
-    return TimelineView(
-        tracks=tuple(f"core {c} {divmod(c, cols)}" for c in cores) or ("(no cores)",),
-        spans=tuple(spans),
-        step_time_s=result.step_time_ps * _PS,
-        title=f"{plan.name} on {result.wafer.name}: timeline",
-    )
+    return spans
 
 
 def memory_view(result: SimResult, wafer: Wafer | None = None) -> MemoryView:
@@ -253,8 +308,9 @@ def memory_view(result: SimResult, wafer: Wafer | None = None) -> MemoryView:
         dead=frozenset(wafer.dead_cores),
         die_rows=wafer.die_rows,
         die_cols=wafer.die_cols,
-        title=f"{result.plan.name} on {wafer.name}: memory",
+        title=f"{result.plan.name} on {_where(wafer)}: memory",
         core_capacity=capacity,
+        unit=_unit(wafer),
     )
 
 

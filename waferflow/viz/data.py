@@ -83,6 +83,10 @@ class PlacementView:
     dead: frozenset[Coord] = field(default_factory=frozenset)
     regions: tuple[Region, ...] = ()
     title: str = "placement"
+    # per core (row-major), text written in its cell on grids small enough (e.g. its
+    # rank, "dp1 tp3"); empty: each cell shows its label's number
+    cell_text: tuple[str, ...] = ()
+    unit: str = "core"  # what a cell is: "core", or "node" on a coarse view
 
     def __post_init__(self) -> None:
         _check_grid(self.rows, self.cols, self.die_rows, self.die_cols, "placement view")
@@ -90,6 +94,11 @@ class PlacementView:
             raise VizError(
                 f"placement view: core_label has {len(self.core_label)} entries, expected "
                 f"rows * cols = {self.rows * self.cols}"
+            )
+        if self.cell_text and len(self.cell_text) != self.rows * self.cols:
+            raise VizError(
+                f"placement view: cell_text has {len(self.cell_text)} entries, expected "
+                f"rows * cols = {self.rows * self.cols} (or none)"
             )
         if self.core_label:
             arr = np.asarray(self.core_label, dtype=np.int64)
@@ -195,6 +204,7 @@ class LinkView:
     die_cols: int = 1
     dead: frozenset[Coord] = field(default_factory=frozenset)
     title: str = "link utilisation"
+    unit: str = "core"  # what a cell is: "core", or "node" on a coarse view
 
     def __post_init__(self) -> None:
         _check_grid(self.rows, self.cols, self.die_rows, self.die_cols, "link view")
@@ -241,14 +251,30 @@ class Span:
 
 @dataclass(frozen=True)
 class TimelineView:
+    """Spans on named tracks. ``groups`` (e.g. pipeline stages) and ``track_group``
+    (the group index of each track) keep related tracks together: a plot that cannot
+    show every track samples within each group and never drops a whole group."""
+
     tracks: tuple[str, ...]
     spans: tuple[Span, ...]
     step_time_s: float
     title: str = "timeline"
+    groups: tuple[str, ...] = ()
+    track_group: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.tracks:
             raise VizError("timeline view: no tracks to draw")
+        if self.groups or self.track_group:
+            if len(self.track_group) != len(self.tracks):
+                raise VizError(
+                    f"timeline view: track_group has {len(self.track_group)} entries for "
+                    f"{len(self.tracks)} tracks"
+                )
+            if min(self.track_group) < 0 or max(self.track_group) >= len(self.groups):
+                raise VizError(
+                    f"timeline view: track_group indices must be in [0, {len(self.groups)})"
+                )
         if not (math.isfinite(self.step_time_s) and self.step_time_s >= 0):
             raise VizError(f"timeline view: step time {self.step_time_s} is not >= 0 seconds")
         for span in self.spans:
@@ -257,6 +283,15 @@ class TimelineView:
                     f"timeline view: span {span.label!r} is on track {span.track} but there "
                     f"are {len(self.tracks)} tracks"
                 )
+
+    def grouped(self) -> list[list[int]]:
+        """Track indices per group, in group order (one group of all without groups)."""
+        if not self.groups:
+            return [list(range(len(self.tracks)))]
+        out: list[list[int]] = [[] for _ in self.groups]
+        for t, g in enumerate(self.track_group):
+            out[g].append(t)
+        return out
 
 
 @dataclass(frozen=True)
@@ -274,6 +309,7 @@ class MemoryView:
     # per-core capacities when they differ (a coarse node with dead fine cores has less);
     # empty means every core has capacity_bytes
     core_capacity: tuple[int, ...] = ()
+    unit: str = "core"  # what a cell is: "core", or "node" on a coarse view
 
     def __post_init__(self) -> None:
         _check_grid(self.rows, self.cols, self.die_rows, self.die_cols, "memory view")
@@ -303,3 +339,23 @@ class MemoryView:
             cap = np.asarray(self.core_capacity, dtype=np.float64).reshape(self.rows, self.cols)
             return used / cap
         return used / float(self.capacity_bytes)
+
+
+@dataclass(frozen=True)
+class Table:
+    """A table for the HTML report: a caption, column names, rows of text, notes under
+    it, and optionally one row to emphasise (e.g. the placement that was kept)."""
+
+    caption: str
+    columns: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    notes: tuple[str, ...] = ()
+    highlight: int = -1
+
+    def __post_init__(self) -> None:
+        for i, row in enumerate(self.rows):
+            if len(row) != len(self.columns):
+                raise VizError(
+                    f"table {self.caption!r}: row {i} has {len(row)} cells for "
+                    f"{len(self.columns)} columns"
+                )

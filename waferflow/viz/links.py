@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +19,9 @@ from waferflow.viz.data import DETAIL_LIMIT, LinkView
 
 CMAP = "turbo"
 IDLE_COLOUR = "#b8b8b8"
+HOT_COLOUR = "#ff2bd6"  # magenta: not in the colour map, not the dashed die boundaries
+_LABEL_BOX = {"boxstyle": "round,pad=0.15", "facecolor": "white", "alpha": 0.9,
+              "edgecolor": HOT_COLOUR, "lw": 1.0}  # fmt: skip
 _SHRINK = 0.2  # arrow ends stop this far (in cells) short of the core centres
 _OFFSET = 0.14  # the two directions of a link sit this far either side of its axis
 _WIDTH = 0.07  # arrow shaft width in cells
@@ -59,27 +63,44 @@ def hottest(view: LinkView, k: int) -> list[int]:
     return [i for i in order[: max(k, 0)] if view.links[i].utilisation > 0]
 
 
+def scale_top(busiest: float) -> float:
+    """The top of the colour scale: the busiest link's utilisation rounded up to 1, 2,
+    2.5 or 5 x a power of ten (18 % -> 20 %), between 1 % and 100 %."""
+    if busiest <= 0.01:
+        return 0.01
+    if busiest >= 1.0:
+        return 1.0
+    exp = math.floor(math.log10(busiest))
+    for step in (1.0, 2.0, 2.5, 5.0, 10.0):
+        top = step * 10.0**exp
+        if top >= busiest * (1 - 1e-9):
+            return min(top, 1.0)
+    return 1.0
+
+
 def plot_links(
     view: LinkView,
     path: str | Path,
     top_k: int = 5,
     *,
-    dpi: int = 100,
+    dpi: int = R.DEFAULT_DPI,
     detail_limit: int = DETAIL_LIMIT,
 ) -> Path:
     """Draw link utilisation to ``path`` (.png or .svg) and return the path.
 
-    Small grids: one arrow per link direction, coloured by utilisation, the two
-    directions of a link offset so both show; die-to-die links carry a diamond; the
-    ``top_k`` hottest are outlined and annotated. Grids over ``detail_limit`` cores a
-    side: an image of each core's busiest outgoing link.
+    The colour scale runs from 0 to the busiest link (``scale_top``), so a wafer whose
+    busiest link is at 18 % still shows which links carry what. Small grids: one arrow
+    per link direction, the two directions of a link offset so both show; the ``top_k``
+    hottest are outlined in magenta and annotated; die boundaries are dashed lines
+    (die-to-die links carry a diamond only when no die grid is drawn). Grids over
+    ``detail_limit`` cores a side: an image of each core's busiest outgoing link.
     """
     R.output_path(path)
     rows, cols = view.rows, view.cols
     arr = _Arrays.of(view)
     top = hottest(view, top_k)
     small = max(rows, cols) <= detail_limit
-    norm = Normalize(0.0, 1.0)
+    norm = Normalize(0.0, scale_top(float(arr.util.max()) if len(arr.util) else 0.0))
     cmap = mpl.colormaps[CMAP]
     dead = R.dead_mask(rows, cols, view.dead)
 
@@ -87,30 +108,43 @@ def plot_links(
     fig = R.new_figure((w + 1.6, h + 0.9), dpi)
     ax = fig.add_subplot()
     R.setup_grid_axes(ax, rows, cols)
+    # under the arrows on small grids so that links across a die edge stay visible
+    dies = R.draw_dies(ax, rows, cols, view.die_rows, view.die_cols, zorder=2.5 if small else 6)
     if small:
-        _draw_arrows(ax, view, arr, top, norm, cmap, dead)
-        note = f"top {len(top)} outlined"
+        handles = _draw_arrows(ax, view, arr, top, norm, cmap, dead, mark_d2d=not dies)
+        note = f"{len(top)} hottest outlined in magenta"
     else:
         k = _draw_image(ax, view, arr, top, norm, cmap, dead)
-        pooled = f", pixel = max of {k}x{k} cores" if k > 1 else ""
-        note = f"colour = busiest outgoing link per core{pooled}; top {len(top)} circled"
-    # under the arrows on small grids so that links across a die edge stay visible
-    R.draw_dies(ax, rows, cols, view.die_rows, view.die_cols, zorder=2.5 if small else 6)
+        unit = view.unit
+        pooled = f", pixel = max of {k}x{k} {unit}s" if k > 1 else ""
+        note = f"colour = busiest outgoing link per {unit}{pooled}; {len(top)} hottest circled"
+        handles = [Line2D([], [], ls="", marker="o", mfc="none", mec=HOT_COLOUR, mew=2,
+                          label=f"{len(top)} hottest")] if top else []  # fmt: skip
+    if dies:
+        handles.append(R.die_handle())
+    if handles:
+        fig.legend(handles=handles, loc="outside lower center", ncol=4, fontsize=8, frameon=False)
 
     cbar = fig.colorbar(
-        ScalarMappable(norm=norm, cmap=cmap), ax=ax, shrink=0.85, format=PercentFormatter(1.0)
+        ScalarMappable(norm=norm, cmap=cmap),
+        ax=ax,
+        shrink=0.85,
+        format=PercentFormatter(1.0, decimals=None),
+        extend="neither",
     )
-    cbar.set_label("link utilisation", fontsize=8)
-    cbar.ax.tick_params(labelsize=7)
+    top_pct = f"{norm.vmax:.0%}" if norm.vmax >= 0.1 else f"{norm.vmax:.1%}"
+    cbar.set_label(f"link utilisation (scale 0-{top_pct}: to the busiest link)", fontsize=9)
+    cbar.ax.tick_params(labelsize=8)
     busy = arr.util[arr.util > 0]
     stats = (
-        f"max {busy.max():.0%}, mean of busy {busy.mean():.0%}" if busy.size else "all links idle"
+        f"busiest {busy.max():.1%}, mean of busy {busy.mean():.1%}"
+        if busy.size
+        else "all links idle"
     )
     R.set_title(
         ax,
         f"{view.title}\n{len(view.links)} link directions ({int(arr.d2d.sum())} die-to-die), "
-        f"{stats}\n{note}",
-        fontsize=9,
+        f"{stats}; {note}",
     )
     return R.save(fig, path, dpi)
 
@@ -137,7 +171,10 @@ def _draw_arrows(
     norm: Normalize,
     cmap: Colormap,
     dead: np.ndarray,
-) -> None:
+    *,
+    mark_d2d: bool,
+) -> list[Line2D]:
+    """The arrows; returns the legend entries they need."""
     rows, cols = view.rows, view.cols
     bg = np.empty((rows, cols, 4))
     bg[:] = R.BACKGROUND_RGBA
@@ -152,7 +189,7 @@ def _draw_arrows(
     R.draw_cell_borders(ax, rows, cols)
     R.draw_dead_markers(ax, rows, cols, dead, color="white")
     if not len(view.links):
-        return
+        return []
     tail, vec, normal = _geometry(arr)
     style = {
         "angles": "xy",
@@ -169,24 +206,25 @@ def _draw_arrows(
         ax.quiver(
             *tail[idle].T, *vec[idle].T, color=IDLE_COLOUR, width=_WIDTH * 0.6, zorder=3, **style
         )
-    if top:
-        t = np.asarray(top)
-        ax.quiver(*tail[t].T, *vec[t].T, color="black", width=_WIDTH * 2.1, zorder=4, **style)
     busy = ~idle
-    if busy.any():
-        ax.quiver(
-            *tail[busy].T,
-            *vec[busy].T,
-            arr.util[busy],
-            cmap=cmap,
-            norm=norm,
-            width=_WIDTH,
-            zorder=5,
-            **style,
-        )
+    hot = np.zeros(len(busy), dtype=bool)
+    hot[np.asarray(top, dtype=np.int64)] = True
+    for mask, edge in ((busy & ~hot, {}), (hot, {"edgecolor": HOT_COLOUR, "linewidth": 2.5})):
+        if mask.any():  # the hottest: their own colour, outlined
+            ax.quiver(
+                *tail[mask].T,
+                *vec[mask].T,
+                arr.util[mask],
+                cmap=cmap,
+                norm=norm,
+                width=_WIDTH,
+                zorder=5,
+                **edge,
+                **style,
+            )
     handles = [Line2D([], [], color=IDLE_COLOUR, lw=2, label="idle link")] if idle.any() else []
-    marked = arr.d2d & ~idle  # idle die-to-die links are plain to see on the die edge
-    if marked.any():
+    marked = arr.d2d & ~idle & mark_d2d
+    if marked.any():  # idle die-to-die links are plain to see on the die edge
         mid = tail[marked] + vec[marked] / 2
         size = min(0.13 * R.cell_points(rows, cols), 7.0) ** 2
         ax.scatter(
@@ -203,23 +241,22 @@ def _draw_arrows(
             Line2D([], [], ls="", marker="D", mfc="white", mec="black", label="die-to-die")
         )
     if top:
-        handles.append(Line2D([], [], color="black", lw=3, label=f"{len(top)} hottest (outlined)"))
-    fontsize = max(5.0, min(8.0, 0.3 * R.cell_points(rows, cols)))
+        handles.append(Line2D([], [], color=HOT_COLOUR, lw=4, label=f"{len(top)} hottest"))
+    fontsize = max(6.0, min(9.0, 0.3 * R.cell_points(rows, cols)))
     for i in top:
-        anchor = tail[i] + vec[i] / 2 + normal[i] * 0.22
+        # beside the arrow, on the side away from its link's other direction
+        anchor = tail[i] + vec[i] / 2 + normal[i] * 0.12
+        nx, ny = normal[i]
         ax.annotate(
             f"{view.links[i].utilisation:.0%}",
             (anchor[0], anchor[1]),
-            ha="center",
-            va="center",
+            ha="left" if nx > 0.5 else "right" if nx < -0.5 else "center",
+            va="top" if ny > 0.5 else "bottom" if ny < -0.5 else "center",
             fontsize=fontsize,
             zorder=9,
-            bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "alpha": 0.85, "lw": 0.4},
+            bbox=_LABEL_BOX,
         )
-    if handles:
-        ax.figure.legend(
-            handles=handles, loc="outside lower center", ncol=3, fontsize=7, frameon=False
-        )
+    return handles
 
 
 def _draw_image(
@@ -251,7 +288,7 @@ def _draw_image(
     if top:
         src = arr.src[np.asarray(top)]
         ax.scatter(
-            src[:, 1], src[:, 0], s=90, facecolor="none", edgecolor="black", lw=1.4, zorder=8
+            src[:, 1], src[:, 0], s=110, facecolor="none", edgecolor=HOT_COLOUR, lw=2, zorder=8
         )
         for i in top:
             r, c = view.links[i].src
@@ -260,8 +297,8 @@ def _draw_image(
                 (c, r),
                 xytext=(6, 6),
                 textcoords="offset points",
-                fontsize=7,
+                fontsize=8,
                 zorder=9,
-                bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "alpha": 0.85},
+                bbox=_LABEL_BOX,
             )
     return k

@@ -24,7 +24,7 @@ def plot_memory(
     view: MemoryView,
     path: str | Path,
     *,
-    dpi: int = 100,
+    dpi: int = R.DEFAULT_DPI,
     detail_limit: int = DETAIL_LIMIT,
 ) -> Path:
     """Draw per-core SRAM use / capacity to ``path`` (.png or .svg) and return the path.
@@ -73,7 +73,7 @@ def plot_memory(
         rr, cc = np.nonzero(over)
         if 0 < len(rr) <= _RING_LIMIT:  # one over-full pixel is easy to miss: ring it
             ax.scatter(cc, rr, s=70, facecolor="none", edgecolor=OVER_COLOUR, lw=1.3, zorder=7)
-    R.draw_dies(ax, rows, cols, view.die_rows, view.die_cols)
+    dies = R.draw_dies(ax, rows, cols, view.die_rows, view.die_cols)
 
     cbar = fig.colorbar(
         image,
@@ -82,24 +82,26 @@ def plot_memory(
         extend="max" if n_over else "neither",
         format=PercentFormatter(1.0),
     )
-    cbar.set_label("SRAM used / capacity", fontsize=8)
-    cbar.ax.tick_params(labelsize=7)
-    handles = []
+    cbar.set_label("SRAM used / capacity", fontsize=9)
+    cbar.ax.tick_params(labelsize=8)
+    handles = [R.die_handle()] if dies else []
     if n_over:
         handles.append(Patch(facecolor=OVER_COLOUR, edgecolor="black", label="over capacity"))
     if dead.any():
-        handles.append(Patch(facecolor=R.DEAD_RGBA, label="dead core"))
+        handles.append(Patch(facecolor=R.DEAD_RGBA, label=f"dead {view.unit}"))
     if handles:
-        fig.legend(handles=handles, loc="outside lower center", ncol=2, fontsize=7, frameon=False)
+        fig.legend(handles=handles, loc="outside lower center", ncol=3, fontsize=8, frameon=False)
 
     peak = f"peak {live.max():.0%}, mean {live.mean():.0%}" if live.size else "no live cores"
-    pooled_note = f"; pixel = max of {k}x{k} cores" if k > 1 else ""
-    over_note = f"{n_over} core{'s' if n_over != 1 else ''} OVER capacity" if n_over else "all fit"
+    unit = view.unit
+    pooled_note = f"; pixel = max of {k}x{k} {unit}s" if k > 1 else ""
+    over_note = (
+        f"{n_over} {unit}{'s' if n_over != 1 else ''} OVER capacity" if n_over else "all fit"
+    )
     R.set_title(
         ax,
-        f"{view.title}\n{peak} of {R.format_bytes(view.capacity_bytes)} per core; "
+        f"{view.title}\n{peak} of {R.format_bytes(view.capacity_bytes)} per {unit}; "
         f"{over_note}{pooled_note}",
-        fontsize=9,
         color=OVER_COLOUR if n_over else "black",
     )
     return R.save(fig, path, dpi)
@@ -107,7 +109,7 @@ def plot_memory(
 
 def _write_percent(ax: Axes, frac: np.ndarray, dead: np.ndarray) -> None:
     rows, cols = frac.shape
-    size = max(4.0, min(8.0, 0.3 * R.cell_points(rows, cols)))
+    size = max(5.0, min(9.0, 0.3 * R.cell_points(rows, cols)))
     cmap = mpl.colormaps[CMAP]
     for r, c in zip(*np.nonzero(~dead), strict=True):
         value = float(frac[r, c])

@@ -15,21 +15,23 @@ from waferflow.viz.data import DETAIL_LIMIT, PlacementView
 
 _MAX_REGION_NAMES = 48  # beyond this only outlines are drawn
 _TEXT_LIMIT = 16  # write label numbers into cells up to this many cores a side
+_CELL_TEXT_LIMIT = 24  # write cell texts (ranks) up to this many cores a side
 
 
 def plot_placement(
     view: PlacementView,
     path: str | Path,
     *,
-    dpi: int = 100,
+    dpi: int = R.DEFAULT_DPI,
     max_legend: int = 40,
     detail_limit: int = DETAIL_LIMIT,
 ) -> Path:
     """Draw the placement map to ``path`` (.png or .svg) and return the path.
 
     Grids up to ``detail_limit`` cores a side show every core (cell borders, hatching for
-    labels past the 20th, an X on dead cores); larger ones are drawn as one image with
-    region outlines.
+    labels past the 20th, an X on dead cores, each cell's ``cell_text`` such as its rank
+    or else its label's number); larger ones are drawn as one image with region
+    outlines.
     """
     R.output_path(path)  # fail before drawing
     rows, cols = view.rows, view.cols
@@ -47,6 +49,8 @@ def plot_placement(
 
     used = np.unique(labels[assigned & ~dead]) if assigned.any() else np.array([], int)
     handles = _legend_handles(view, colours, max_legend, numbered=small and _numbered(view))
+    if max(view.die_rows, view.die_cols) > 1:
+        handles.append(R.die_handle())
     if dead.any():
         handles.append(Patch(facecolor=R.DEAD_RGBA, edgecolor="0.3", label="dead core"))
     if (~assigned & ~dead).any():
@@ -72,12 +76,15 @@ def plot_placement(
         R.draw_cell_borders(ax, rows, cols)
         _draw_hatches(ax, labels, dead)
         R.draw_dead_markers(ax, rows, cols, dead, color="white")
-        if _numbered(view):
+        if _has_cell_text(view):
+            _draw_cell_text(ax, view, labels, dead, colours)
+        elif _numbered(view):
             _draw_numbers(ax, labels, dead, colours)
     else:
         R.draw_sparse_dead(ax, dead, color="black")
     R.draw_dies(ax, rows, cols, view.die_rows, view.die_cols)
-    _draw_regions(ax, view)
+    # with texts in the cells the region names would cover them; the legend names them
+    _draw_regions(ax, view, named=not (small and _has_cell_text(view)))
 
     if handles:
         ax.legend(
@@ -85,23 +92,30 @@ def plot_placement(
             loc="upper left",
             bbox_to_anchor=(1.02, 1.0),
             borderaxespad=0.0,
-            fontsize=7,
+            fontsize=8,
             ncol=ncol,
             frameon=False,
             title="labels",
-            title_fontsize=8,
+            title_fontsize=9,
         )
     note = "" if small else "  (image view)"
+    if small and _has_cell_text(view):
+        note += f"; each {view.unit} shows its rank"
     R.set_title(
         ax,
-        f"{view.title}\n{rows}x{cols} cores, {len(used)} of {len(view.labels)} labels placed, "
-        f"{int(dead.sum())} dead{note}",
-        fontsize=9,
+        f"{view.title}\n{rows}x{cols} {view.unit}s, {len(used)} of {len(view.labels)} labels "
+        f"placed, {int(dead.sum())} dead{note}",
     )
     return R.save(fig, path, dpi)
 
 
+def _has_cell_text(view: PlacementView) -> bool:
+    return bool(view.cell_text) and max(view.rows, view.cols) <= _CELL_TEXT_LIMIT
+
+
 def _numbered(view: PlacementView) -> bool:
+    if _has_cell_text(view):
+        return False  # the cells carry their own text
     return max(view.rows, view.cols) <= _TEXT_LIMIT and len(view.labels) > 1
 
 
@@ -156,8 +170,28 @@ def _draw_numbers(ax: Axes, labels: np.ndarray, dead: np.ndarray, colours: np.nd
         ax.text(c, r, str(idx), ha="center", va="center", fontsize=size, color=colour, zorder=4)
 
 
-def _draw_regions(ax: Axes, view: PlacementView) -> None:
-    named = len(view.regions) <= _MAX_REGION_NAMES
+def _draw_cell_text(
+    ax: Axes, view: PlacementView, labels: np.ndarray, dead: np.ndarray, colours: np.ndarray
+) -> None:
+    """Each cell's text (its rank), words on separate lines, sized to fit the cell."""
+    rows, cols = labels.shape
+    texts = [t.replace(" ", "\n") for t in view.cell_text]
+    longest = max((len(x) for t in texts for x in t.split("\n")), default=1)
+    lines = max((t.count("\n") + 1 for t in texts), default=1)
+    cell = R.cell_points(rows, cols)
+    size = max(4.0, min(10.0, cell / (0.62 * max(longest, 3)), cell / (1.5 * lines)))
+    for r, c in zip(*np.nonzero(~dead), strict=True):
+        text = texts[r * cols + c]
+        if not text:
+            continue
+        idx = int(labels[r, c])
+        bright = idx < 0 or R.luminance(colours[idx]) >= 0.5
+        ax.text(c, r, text, ha="center", va="center", fontsize=size, linespacing=1.0,
+                color="black" if bright else "white", zorder=4)  # fmt: skip
+
+
+def _draw_regions(ax: Axes, view: PlacementView, *, named: bool = True) -> None:
+    named = named and len(view.regions) <= _MAX_REGION_NAMES
     halo = [patheffects.withStroke(linewidth=3, foreground="white")]
     for reg in view.regions:
         rect = Rectangle(

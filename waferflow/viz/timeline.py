@@ -50,15 +50,69 @@ def _legend_name(kind: SpanKind, phase: str) -> str:
     return f"{phase or 'other'} {kind.value}{where}"
 
 
-def busiest_tracks(view: TimelineView, limit: int) -> list[int]:
-    """The ``limit`` tracks with the most active (compute + send + receive) time, in
-    their original order; ties go to the lower index."""
+def track_busy(view: TimelineView) -> np.ndarray:
+    """Active (compute + send + receive) seconds of each track."""
     busy = np.zeros(len(view.tracks))
     for span in view.spans:
         if span.kind in _ACTIVE:
             busy[span.track] += span.duration_s
-    order = np.argsort(-busy, kind="stable")[: max(limit, 1)]
+    return busy
+
+
+def busiest_tracks(view: TimelineView, limit: int) -> list[int]:
+    """The ``limit`` tracks with the most active (compute + send + receive) time, in
+    their original order; ties go to the lower index."""
+    order = np.argsort(-track_busy(view), kind="stable")[: max(limit, 1)]
     return sorted(int(i) for i in order)
+
+
+def _evenly(members: list[int], k: int, busiest: int) -> list[int]:
+    """``k`` of ``members`` spread evenly over the list (first and last included), with
+    ``busiest`` swapped in for the nearest pick when it is not one already."""
+    n = len(members)
+    if k >= n:
+        return list(members)
+    pos = sorted({round(i * (n - 1) / (k - 1)) for i in range(k)} if k > 1 else {0})
+    want = members.index(busiest)
+    if want not in pos:
+        nearest = min(pos, key=lambda p: (abs(p - want), p))
+        pos = sorted({*pos, want} - {nearest})
+    return [members[p] for p in pos]
+
+
+def sample_tracks(view: TimelineView, limit: int) -> tuple[list[int], str]:
+    """The tracks to draw, group by group, and what was left out (``''``: nothing).
+
+    With more than ``limit`` tracks each group keeps a share in proportion to its size,
+    at least one: its busiest track and others evenly spaced, so no group (pipeline
+    stage) ever disappears and every part of it is represented."""
+    groups = [g for g in view.grouped() if g]
+    n = len(view.tracks)
+    if n <= limit:
+        return [t for g in groups for t in g], ""
+    busy = track_busy(view)
+    shown: list[int] = []
+    quotas: list[tuple[int, int]] = []
+    for g in groups:
+        k = max(1, (limit * len(g)) // n)
+        best = max(g, key=lambda t: (busy[t], -t))
+        shown += _evenly(g, k, best)
+        quotas.append((min(k, len(g)), len(g)))
+    noun = _group_noun(view)
+    if len(set(quotas)) == 1 and view.groups:
+        k, size = quotas[0]
+        per = f"{k} of {size} tracks in each of {len(groups)} {noun}s"
+    elif view.groups:
+        per = f"per {noun}: " + ", ".join(f"{k}/{size}" for k, size in quotas)
+    else:
+        per = f"{quotas[0][0]} of {n} tracks"
+    return shown, f"sampled: {per} (evenly spaced, the busiest kept)"
+
+
+def _group_noun(view: TimelineView) -> str:
+    """``'stage'`` when every group is named ``'stage ...'``, else ``'group'``."""
+    first = {name.split(" ")[0] for name in view.groups}
+    return first.pop() if len(first) == 1 and all(" " in g for g in view.groups) else "group"
 
 
 def _gaps(spans: list[Span], end: float) -> list[tuple[float, float]]:
@@ -79,27 +133,27 @@ def plot_timeline(
     path: str | Path,
     max_tracks: int = 64,
     *,
-    dpi: int = 100,
+    dpi: int = R.DEFAULT_DPI,
     shade_idle: bool = True,
 ) -> Path:
     """Draw the step's timeline to ``path`` (.png or .svg) and return the path.
 
     One row per track; compute in the middle, sends in a strip above, receives below,
     coloured by phase; waits pale red; with ``shade_idle`` the gaps where a track does
-    nothing are shaded grey so pipeline bubbles stand out. With more than
-    ``max_tracks`` tracks only the busiest are drawn (the title says so).
+    nothing are shaded grey so pipeline bubbles stand out. Tracks are drawn group by
+    group (stage by stage), each group named at the right; with more than
+    ``max_tracks`` tracks every group is sampled (``sample_tracks``; the title says so).
     """
     R.output_path(path)
-    n_all = len(view.tracks)
-    shown = busiest_tracks(view, max_tracks) if n_all > max_tracks else list(range(n_all))
+    shown, sampled = sample_tracks(view, max_tracks)
     row_of = {t: i for i, t in enumerate(shown)}
     n = len(shown)
     end = max([view.step_time_s, *(s.end_s for s in view.spans)])
     scale, unit = R.time_unit(end if end > 0 else 1e-9)
     x_end = end * scale if end > 0 else 1.0
 
-    height = min(14.0, max(2.6, 1.6 + 0.24 * n))
-    fig = R.new_figure((9.0, height), dpi)
+    height = min(11.0, max(3.2, 1.8 + 0.2 * n))
+    fig = R.new_figure((9.4, height), dpi)
     ax = fig.add_subplot()
 
     per_row: dict[int, list[Span]] = {i: [] for i in range(n)}
@@ -143,6 +197,8 @@ def plot_timeline(
 
     if n <= 24:
         _label_spans(ax, per_row, scale, x_end)
+    if view.groups:
+        _draw_groups(ax, view, shown)
     if view.step_time_s > 0:
         ax.axvline(view.step_time_s * scale, color="black", ls="--", lw=1.0, zorder=5)
 
@@ -150,22 +206,49 @@ def plot_timeline(
     ax.set_ylim(n - 0.5, -0.5)
     step = max(1, int(np.ceil(n / 64)))
     ticks = list(range(0, n, step))
-    ax.set_yticks(ticks, [R.shorten(view.tracks[shown[i]], 24) for i in ticks])
-    ax.tick_params(axis="y", labelsize=8 if n <= 32 else 6)
-    ax.tick_params(axis="x", labelsize=8)
+    ax.set_yticks(ticks, [R.shorten(view.tracks[shown[i]], 28) for i in ticks])
+    ax.tick_params(axis="y", labelsize=9 if n <= 32 else 7)
+    ax.tick_params(axis="x", labelsize=9)
     ax.set_xlabel(f"time ({unit})")
     ax.grid(axis="x", color="#dddddd", lw=0.5, zorder=-1)
     ax.set_axisbelow(True)
-    note = f", busiest {n} of {n_all} tracks shown" if n < n_all else f", {n} tracks"
-    R.set_title(ax, f"{view.title}\nstep {R.format_time(view.step_time_s)}{note}", fontsize=9)
+    groups = f" in {len(view.groups)} {_group_noun(view)}s" if view.groups else ""
+    note = f"; {sampled}" if sampled else ""
+    R.set_title(
+        ax,
+        f"{view.title}\nstep {R.format_time(view.step_time_s)}, {len(view.tracks)} tracks"
+        f"{groups}{note}",
+    )
     fig.legend(
         handles=handles,
         loc="outside lower center",
         ncol=min(len(handles), 6),
-        fontsize=7,
+        fontsize=8,
         frameon=False,
     )
     return R.save(fig, path, dpi)
+
+
+def _draw_groups(ax: Axes, view: TimelineView, shown: list[int]) -> None:
+    """A rule between groups and each group's name at the right of its rows."""
+    group_of = [view.track_group[t] for t in shown]
+    first = 0
+    for row in range(1, len(shown) + 1):
+        if row < len(shown) and group_of[row] == group_of[first]:
+            continue
+        if row < len(shown):
+            ax.axhline(row - 0.5, color="black", lw=1.2, zorder=6)
+        ax.annotate(
+            view.groups[group_of[first]],
+            xy=(1.005, (first + row - 1) / 2),
+            xycoords=("axes fraction", "data"),
+            ha="left",
+            va="center",
+            rotation=270,
+            fontsize=9,
+            annotation_clip=False,
+        )
+        first = row
 
 
 def _label_spans(ax: Axes, per_row: dict[int, list[Span]], scale: float, x_end: float) -> None:
