@@ -24,7 +24,7 @@ IGNORE_INDEX = -100
 class HFSpec:
     """One Hugging Face zoo entry: how to build it and its default sizes."""
 
-    family: str  # gpt2 | llama | bert | vit
+    family: str  # gpt2 | llama | mixtral | bert | vit
     config: tuple[tuple[str, Any], ...]
     batch: int
     seq: int | None  # None for image models
@@ -57,6 +57,7 @@ def image_classification_loss(output: Any, *inputs: Any) -> torch.Tensor:
 LOSSES: dict[str, Callable[..., torch.Tensor]] = {
     "gpt2": causal_lm_loss,
     "llama": causal_lm_loss,
+    "mixtral": causal_lm_loss,
     "bert": masked_lm_loss,
     "vit": image_classification_loss,
 }
@@ -109,6 +110,40 @@ SPECS: dict[str, HFSpec] = {
         32,
         "LLaMA shaped, for tests: 2 layers, d=64, 4 heads (2 KV heads), vocab 512",
     ),
+    "mixtral-8x7b": HFSpec(
+        "mixtral",
+        (
+            ("hidden_size", 4096),
+            ("num_hidden_layers", 32),
+            ("num_attention_heads", 32),
+            ("num_key_value_heads", 8),
+            ("intermediate_size", 14336),
+            ("num_local_experts", 8),
+            ("num_experts_per_tok", 2),
+            ("vocab_size", 32000),
+            ("max_position_embeddings", 32768),
+        ),
+        1,
+        2048,
+        "Mixtral 8x7B (46.7B, 12.9B active): 32 layers, d=4096, 8 experts (top-2) of FFN 14336",
+    ),
+    "mixtral-tiny": HFSpec(
+        "mixtral",
+        (
+            ("hidden_size", 64),
+            ("num_hidden_layers", 2),
+            ("num_attention_heads", 4),
+            ("num_key_value_heads", 2),
+            ("intermediate_size", 128),
+            ("num_local_experts", 4),
+            ("num_experts_per_tok", 2),
+            ("max_position_embeddings", 128),
+            *_TINY_TEXT,
+        ),
+        4,
+        32,
+        "Mixtral shaped, for tests: 2 layers, d=64, 4 experts (top-2) of FFN 128, vocab 512",
+    ),
     "bert-base": HFSpec("bert", (), 8, 128, "BERT base (110M) masked LM: 12 layers, d=768"),
     "bert-tiny": HFSpec(
         "bert",
@@ -151,6 +186,7 @@ def _classes(family: str) -> tuple[Any, Any]:
     return {
         "gpt2": (tf.GPT2Config, tf.GPT2LMHeadModel),
         "llama": (tf.LlamaConfig, tf.LlamaForCausalLM),
+        "mixtral": (tf.MixtralConfig, tf.MixtralForCausalLM),
         "bert": (tf.BertConfig, tf.BertForMaskedLM),
         "vit": (tf.ViTConfig, tf.ViTForImageClassification),
     }[family]

@@ -40,7 +40,9 @@ VIEWISH = frozenset(
      K.DETACH, K.CLONE}
 )  # fmt: skip
 
-AXES = (MeshAxis.MB, MeshAxis.DP, MeshAxis.TP)  # the order axes print in and chain in
+# the order axes print in and chain in
+AXES = (MeshAxis.MB, MeshAxis.DP, MeshAxis.EP, MeshAxis.TP)
+RANK_AXES = (MeshAxis.DP, MeshAxis.EP, MeshAxis.TP)  # the axes ranks lie along (mb: in time)
 
 
 class MbMode(Enum):
@@ -74,9 +76,11 @@ class GraphParallel:
     ranks: int = 1
     level: ParallelLevel = ParallelLevel.SHARDED
     zero: int = 0  # ZeRO stage: 3 keeps parameters only as their dp shard (``stored_shard``)
+    ep: int = 1  # expert-parallel ranks (a batch axis that also splits the experts)
 
     def degree(self, axis: MeshAxis) -> int:
-        return {MeshAxis.DP: self.dp, MeshAxis.TP: self.tp, MeshAxis.MB: self.mb}[axis]
+        return {MeshAxis.DP: self.dp, MeshAxis.TP: self.tp, MeshAxis.MB: self.mb,
+                MeshAxis.EP: self.ep}[axis]  # fmt: skip
 
     def degrees(self) -> dict[MeshAxis, int]:
         return {a: self.degree(a) for a in MeshAxis}
@@ -197,6 +201,7 @@ def placement_word(p: Placement) -> str:
 
 __all__ = [
     "AXES",
+    "RANK_AXES",
     "VIEWISH",
     "GraphParallel",
     "MbMode",

@@ -18,7 +18,7 @@ _AXES: dict[str, MeshAxis] = {a.value: a for a in MeshAxis}
 _MODES: dict[str, MbMode] = {m.value: m for m in MbMode}
 _LEVELS: dict[str, ParallelLevel] = {lv.value: lv for lv in ParallelLevel}
 _GRAPH_PAR_INTS = ("dp", "tp", "mb", "pp", "ranks")
-_GRAPH_PAR_KEYS = ("plan", "wafer", *_GRAPH_PAR_INTS, "level", "zero")
+_GRAPH_PAR_KEYS = ("plan", "wafer", *_GRAPH_PAR_INTS, "level", "ep", "zero")
 _OP_PAR_KEYS = ("stage", "mb", "in", "div", "stats", "on")
 
 

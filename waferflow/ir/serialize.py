@@ -60,7 +60,7 @@ _VERSIONS = (1, 2)
 _TOP_KEYS = ("format", "version", "name", "ops", "outputs", "parallel")
 _OP_KEYS = ("kind", "operands", "results", "attrs", "phase", "prov", "cost", "par")
 _RESULT_KEYS = ("name", "dtype", "shape", "sharding")
-_GRAPH_PAR_KEYS = ("plan", "wafer", "dp", "tp", "mb", "pp", "ranks", "level", "zero")
+_GRAPH_PAR_KEYS = ("plan", "wafer", "dp", "tp", "mb", "pp", "ranks", "level", "ep", "zero")
 _OP_PAR_KEYS = ("stage", "mode", "inputs", "divided", "stats", "region")
 _PROV_KEYS = ("module", "aten")
 _COST_KEYS = ("flops", "bytes_read", "bytes_written")
@@ -172,6 +172,8 @@ def graph_to_json(graph: Graph) -> dict[str, Any]:
         }  # fmt: skip
         if gp.zero:
             doc["parallel"]["zero"] = gp.zero
+        if gp.ep > 1:
+            doc["parallel"]["ep"] = gp.ep
     return doc
 
 
@@ -304,7 +306,7 @@ def _decode_graph_parallel(raw: Any, path: str) -> GraphParallel:
     plan = _want(raw["plan"], f"{path}.plan", _is_str, "a string")
     wafer = _want(raw["wafer"], f"{path}.wafer", _is_str, "a string")
     ints: dict[str, int] = {}
-    for key in ("dp", "tp", "mb", "pp", "ranks"):
+    for key in ("dp", "tp", "mb", "pp", "ranks", "ep"):
         value = raw.get(key, 1)
         if not _is_int(value) or value < 1:
             raise GraphFormatError(f"{path}.{key}", f"expected an integer >= 1, found {value!r}")

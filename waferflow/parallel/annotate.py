@@ -39,7 +39,7 @@ def annotate(
     graph.parallel = GraphParallel(
         plan=str(plan), wafer=view, dp=mesh.degree(MeshAxis.DP),
         tp=mesh.degree(MeshAxis.TP), mb=mesh.degree(MeshAxis.MB), pp=plan.pp,
-        ranks=plan.ranks_per_stage, level=level, zero=plan.zero,
+        ranks=plan.ranks_per_stage, level=level, zero=plan.zero, ep=mesh.degree(MeshAxis.EP),
     )  # fmt: skip
     for v in graph.values():
         v.sharding = sharding.of(v)
@@ -123,14 +123,16 @@ def plan_of(graph: Graph) -> ParallelPlan:
         )
     plan = parse_plan(gp.plan)
     mesh = plan.mesh()
-    said = (gp.dp, gp.tp, gp.mb, gp.pp, gp.ranks, gp.zero)
+    keys = ("dp", "tp", "mb", "pp", "ranks", "zero", "ep")
+    said = (gp.dp, gp.tp, gp.mb, gp.pp, gp.ranks, gp.zero, gp.ep)
     means = (mesh.degree(MeshAxis.DP), mesh.degree(MeshAxis.TP), mesh.degree(MeshAxis.MB),
-             plan.pp, plan.ranks_per_stage, plan.zero)  # fmt: skip
+             plan.pp, plan.ranks_per_stage, plan.zero, mesh.degree(MeshAxis.EP))  # fmt: skip
     if said != means:
         raise PlanError(
-            f"the graph's header says dp={gp.dp}, tp={gp.tp}, mb={gp.mb}, pp={gp.pp}, "
-            f"ranks={gp.ranks}, zero={gp.zero} but its plan {gp.plan!r} means dp={means[0]}, "
-            f"tp={means[1]}, mb={means[2]}, pp={means[3]}, ranks={means[4]}, zero={means[5]}"
+            "the graph's header says "
+            + ", ".join(f"{k}={v}" for k, v in zip(keys, said, strict=True))
+            + f" but its plan {gp.plan!r} means "
+            + ", ".join(f"{k}={v}" for k, v in zip(keys, means, strict=True))
         )
     return plan
 

@@ -31,6 +31,7 @@ from waferflow.ir.graph import Attrs, Cost, Graph, Op, Phase, Provenance, Value
 from waferflow.ir.opkind import COLLECTIVE, OpKind
 from waferflow.ir.parallel import (
     AXES,
+    RANK_AXES,
     ParallelLevel,
     needs_conversion,
     reads_value,
@@ -46,14 +47,16 @@ from waferflow.ir.sharding import (
     Replicated,
     Sharding,
     Split,
+    map_split_permute,
 )
 from waferflow.parallel.plan_spec import GradReduce, ParallelPlan
 from waferflow.parallel.propagate import Conversion, OpSharding, ShardingResult
+from waferflow.parallel.rules_basic import permutation
 from waferflow.parallel.stages import StageAssignment, layer_key, root_value
 
 K = OpKind
 _AXIS_ORDER = AXES
-_RANK_AXES = (MeshAxis.DP, MeshAxis.TP)
+_RANK_AXES = RANK_AXES
 
 
 @dataclass(frozen=True)
@@ -157,6 +160,8 @@ def insert_collectives(
                 assert consumer is not None
                 key += (consumer.phase, layer_key(consumer.prov.module))
             new = made.get(key)
+            if new is None and consumer is not None:
+                new = _view_of_resplit(graph, sharding, stages, v, c, made, seen_mb, consumer)
             if new is None:
                 to_root = to_opt and c.axis is MeshAxis.DP and plan.grad_reduce is GradReduce.ROOT
                 new = _add(graph, sharding, stages, v, c, seen_mb, to_root, inserted)
@@ -246,6 +251,49 @@ def _after_producer(graph: Graph, new: Op, v: Value) -> None:
     pos = graph.ops.index(prod) + 1 if prod is not None else 0
     graph.ops.remove(new)
     graph.ops.insert(pos, new)
+
+
+def _view_of_resplit(
+    graph: Graph,
+    sharding: ShardingResult,
+    stages: StageAssignment,
+    v: Value,
+    c: Conversion,
+    made: dict[tuple, Value],
+    mb: Placement | None,
+    consumer: Op,
+) -> Value | None:
+    """A transpose of a value that an earlier use already re-split the matching way
+    (the backward's transpose of an experts' input, split by expert in the forward):
+    the transpose of that re-split value, instead of a second all-to-all."""
+    view = v.producer
+    if (
+        view is None or view.kind not in (K.TRANSPOSE, K.PERMUTE) or len(view.operands) != 1
+        or not isinstance(c.src, Split) or not isinstance(c.dst, Split)
+    ):  # fmt: skip
+        return None
+    x = view.operands[0]
+    perm = permutation(view)
+    for key, w in made.items():
+        if len(key) != 5 or key[0] != id(x) or key[1] is not c.axis or key[4] != mb:
+            continue
+        src, dst = key[2], key[3]
+        if not (isinstance(src, Split) and isinstance(dst, Split)):
+            continue
+        if map_split_permute(src, perm) != c.src or map_split_permute(dst, perm) != c.dst:
+            continue
+        new = graph.add_op(
+            view.kind, [w], [v.type], attrs=view.attrs, phase=consumer.phase, prov=view.prov,
+            names=[f"{v.name}.{c.axis.value}"],
+        )  # fmt: skip
+        graph.ops.remove(new)
+        graph.ops.insert(graph.ops.index(consumer), new)
+        sharding.values[new.results[0].name] = sharding.of(v).with_(c.axis, c.dst)
+        sharding.ops[new] = OpSharding((sharding.of(w),), sharding.ops[view].divided)
+        stages.stage_of[new] = stages.stage_of.get(view, stages.stage_of.get(consumer, 0))
+        made[(id(v), c.axis, c.src, c.dst, mb)] = new.results[0]
+        return new.results[0]
+    return None
 
 
 def _before_user(graph: Graph, new: Op | None, user: Op, stages: StageAssignment) -> None:

@@ -24,6 +24,9 @@ Keys (``_`` and ``-`` are interchangeable; ``mb`` is short for ``microbatches``)
 ``zero``              ZeRO stage over ``dp`` (0, the default: none): 1 shards the
                       optimizer state, 2 also the gradients, 3 also the parameters
                       (``waferflow.parallel.zero``)
+``ep``                expert-parallel ranks (mixture-of-experts models): the batch is
+                      split over them like over ``dp`` and the experts are dealt out
+                      among them; tokens reach their experts by all-to-all
 ====================  ====================================================================
 
 ``span`` is how a plan of a few hundred ranks uses a wafer of thousands of nodes: the
@@ -102,9 +105,10 @@ class ParallelPlan:
     span: int = SPAN_AUTO
     # --- memory sharding and expert parallelism (ZeRO, mixture of experts) ----------
     zero: int = 0
+    ep: int = 1
 
     def __post_init__(self) -> None:
-        for name in ("dp", "tp", "pp", "microbatches", "ways"):
+        for name in ("dp", "tp", "pp", "microbatches", "ways", "ep"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise PlanError(f"plan: {name} must be an integer >= 1, got {v!r}")
@@ -127,6 +131,9 @@ class ParallelPlan:
                 "too (e.g. layers=ddt), or use dp= / tp= for a uniform plan"
             )
         self._check_zero()
+        if self.ep > 1 and (self.layers or self.zero):
+            what = "a per-layer pattern (layers=...)" if self.layers else f"zero={self.zero}"
+            raise PlanError(f"plan: ep={self.ep} cannot be combined with {what}")
 
     def _check_zero(self) -> None:
         if isinstance(self.zero, bool) or self.zero not in (0, 1, 2, 3):
@@ -151,7 +158,7 @@ class ParallelPlan:
 
     @property
     def ranks_per_stage(self) -> int:
-        return self.ways if self.layers else self.dp * self.tp
+        return self.ways if self.layers else self.dp * self.ep * self.tp
 
     @property
     def num_ranks(self) -> int:
@@ -160,6 +167,9 @@ class ParallelPlan:
     def mesh(self) -> Mesh:
         if self.layers:
             return Mesh((self.ways,), ((MeshAxis.DP, 0), (MeshAxis.TP, 0)), self.microbatches)
+        if self.ep > 1:  # dp x ep x tp, tp minor: an expert group's ranks are neighbours
+            axes = ((MeshAxis.DP, 0), (MeshAxis.EP, 1), (MeshAxis.TP, 2))
+            return Mesh((self.dp, self.ep, self.tp), axes, self.microbatches)
         return Mesh((self.dp, self.tp), ((MeshAxis.DP, 0), (MeshAxis.TP, 1)), self.microbatches)
 
     def layer_modes(self) -> tuple[LayerMode, ...]:

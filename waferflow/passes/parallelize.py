@@ -57,6 +57,7 @@ class Parallelize(Pass):
     overlap: bool = option(True, "interleave gradient reduction with the backward")
     span: int = option(SPAN_AUTO, "each rank runs on span x span nodes (0: auto)")
     zero: int = option(0, "ZeRO stage over dp: 1 optimizer state, 2 + gradients, 3 + parameters")
+    ep: int = option(1, "expert-parallel ranks (mixture-of-experts models)")
     plan: str = option("", 'the whole plan as one string, e.g. "dp=2,tp=4" (overrides)')
 
     def spec(self) -> ParallelPlan:
