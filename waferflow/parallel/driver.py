@@ -149,6 +149,12 @@ def parallelize(graph: Graph, wafer: Wafer, spec: ParallelPlan | str) -> Paralle
     if plan.layers and batch % plan.ways:
         raise PlanError(f"ways={plan.ways} does not divide the batch {batch}")
     modes = layer_modes(graph, plan)
+    if plan.ep > 1 and not any(op.kind is OpKind.MOE_DISPATCH for op in graph.ops):
+        raise PlanError(
+            f"plan {plan}: ep={plan.ep} deals out the experts of a mixture-of-experts model, "
+            f"and @{graph.name} has none (no moe_dispatch op); use dp={plan.dp * plan.ep} "
+            "for data parallelism"
+        )
     sharding = propagate(graph, plan.mesh(), batch=batch, modes=modes)
     sharding.notes += apply_zero(graph, sharding, plan)
     stages = assign_stages(graph, wafer, plan)

@@ -236,8 +236,7 @@ class _Engine:
         if (size // (dp * ep)) % m:
             raise PlanError(
                 f"microbatches={m} does not divide the per-replica batch {size // (dp * ep)} "
-                f"of input %{v.name} (batch {size} / dp {dp}"
-                + (f" / ep {ep})" if ep > 1 else ")")
+                f"of input %{v.name} (batch {size} / dp {dp}" + (f" / ep {ep})" if ep > 1 else ")")
             )
         if axis is MeshAxis.DP:
             return Split(0, size // dp)

@@ -26,7 +26,10 @@ one node of the plan's view, i.e. of one rank's span x span block):
   With ``overlap`` (the default) dp's reduction hides behind the backward: only what
   exceeds 2/3 of the compute time counts. tp and pp collectives are not overlapped.
   With ``zero``, dp's traffic and the model state follow the ZeRO stage
-  (``waferflow.parallel.zero.zero_rough``).
+  (``waferflow.parallel.zero.zero_rough``). A mixture-of-experts model is also
+  screened with ``ep`` degrees (``waferflow.parallel.experts``): ep ranks count as
+  data parallel (dp above is dp x ep) and add their all-to-alls; the experts' state
+  is divided by ep.
 * bytes = (weights + gradients + optimizer state of the whole model) / (tp * pp)
   * 1.5 when pp > 1 (stages are not even: the first / last hold embeddings and head)
   + saved / (dp * tp * pp * m) * in-flight + inputs / dp, where ``saved`` is the
@@ -54,6 +57,14 @@ from waferflow.ir.graph import Graph, Phase
 from waferflow.ir.opkind import MATMUL_LIKE, OpKind
 from waferflow.ir.target.wafer import Wafer
 from waferflow.parallel.driver import batch_size, build_parallel_plan, clone_graph, parallelize
+from waferflow.parallel.experts import (
+    NO_EXPERTS,
+    ExpertFigures,
+    ep_choices,
+    ep_seconds,
+    expert_figures,
+    expert_state_share,
+)
 from waferflow.parallel.memory import fmt_bytes
 from waferflow.parallel.plan_spec import ParallelPlan
 from waferflow.parallel.span import SpanChoice, choose_span
@@ -86,6 +97,7 @@ class ModelFigures:
     batch: int
     matmul_read_bytes: int = 0  # operand bytes of every matmul (moved inside a node)
     opt_bytes: int = 0  # optimizer state (AdamW's moments), part of state_bytes
+    experts: ExpertFigures = NO_EXPERTS  # mixture of experts (parallel.experts)
 
 
 @dataclass(frozen=True)
@@ -282,6 +294,7 @@ def model_figures(graph: Graph) -> ModelFigures:
         batch=batch_size(graph, ParallelPlan()),
         matmul_read_bytes=sum(op.cost.bytes_read for op in graph.ops if op.kind in MATMUL_LIKE),
         opt_bytes=sum(opt_state.values()),
+        experts=expert_figures(graph),
     )
 
 
@@ -293,24 +306,27 @@ def candidates(graph: Graph, wafer: Wafer, batch: int, limit: int) -> list[Paral
     out = []
     training = any(op.phase is Phase.BWD for op in graph.ops)
     recomputes = (False, True) if training else (False,)  # nothing to recompute in inference
-    for dp in _divisors(batch):
-        ms = _divisors(batch // dp)
+    experts = expert_figures(graph)
+    for dp, ep in ((d, e) for d in _divisors(batch) for e in ep_choices(experts, batch // d)):
+        ms = _divisors(batch // (dp * ep))
+        zeros = zero_stages(dp, training) if ep == 1 else (0,)
         for pp in pps:
             chosen = _microbatches(ms, pp)
             for tp in tps:
-                if dp * tp * pp > limit:
+                if dp * ep * tp * pp > limit:
                     continue
                 for m in chosen:
                     for rc in recomputes:
-                        for z in zero_stages(dp, training):
+                        for z in zeros:
                             out.append(ParallelPlan(dp=dp, tp=tp, pp=pp, microbatches=m,
-                                                    recompute=rc, zero=z))  # fmt: skip
+                                                    recompute=rc, zero=z, ep=ep))  # fmt: skip
     return out
 
 
 def rough_row(plan: ParallelPlan, span: SpanChoice, figs: ModelFigures) -> SearchRow:
     """The closed-form time and bytes of one rank of ``plan`` (module docstring)."""
     dp, tp, pp, m = plan.dp, plan.tp, plan.pp, plan.microbatches
+    data = dp * plan.ep  # ep ranks are data parallel for everything but the experts
     ranks = plan.num_ranks
     flops = figs.flops * (RECOMPUTE_FLOPS if plan.recompute else 1.0)
     bw, lat = span.view.link.bandwidth, span.view.link.latency
@@ -326,22 +342,25 @@ def rough_row(plan: ParallelPlan, span: SpanChoice, figs: ModelFigures) -> Searc
                         bw, lat)  # fmt: skip
         hidden = BACKWARD_SHARE * compute if plan.overlap else 0.0
         seconds += zr.exposed + max(0.0, zr.hideable - hidden)
-    elif dp > 1:
-        reduce = 2 * (dp - 1) / dp * figs.grad_bytes / (tp * pp) / bw + 2 * (dp - 1) * lat
+    elif data > 1:
+        reduce = 2 * (data - 1) / data * figs.grad_bytes / (tp * pp) / bw + 2 * (data - 1) * lat
         if plan.overlap:  # gradients are reduced during the backward (2/3 of the compute)
             reduce = max(0.0, reduce - BACKWARD_SHARE * compute)
         seconds += reduce
     if tp > 1:
-        per = 2 * (tp - 1) / tp * figs.hidden_bytes / dp / bw + 2 * (tp - 1) * m * lat
+        per = 2 * (tp - 1) / tp * figs.hidden_bytes / data / bw + 2 * (tp - 1) * m * lat
         seconds += figs.weighted_matmuls / pp * per
     if pp > 1:
-        seconds += 2 * (m + pp - 1) * (figs.hidden_bytes / (dp * m) / bw + lat)
+        seconds += 2 * (m + pp - 1) * (figs.hidden_bytes / (data * m) / bw + lat)
+    seconds += ep_seconds(plan, figs.experts, bw, lat)
     inflight = 1 if plan.recompute else min(pp, m)
     state = zr.state_bytes if zr is not None else figs.state_bytes / (tp * pp)
+    weights = figs.state_bytes - figs.grad_bytes - figs.opt_bytes
+    state *= 1 - expert_state_share(plan, figs.experts, weights)
     nbytes = (
         state * (IMBALANCE if pp > 1 else 1.0)
-        + figs.saved_bytes / (dp * tp * pp * m) * inflight
-        + figs.input_bytes / dp
+        + figs.saved_bytes / (data * tp * pp * m) * inflight
+        + figs.input_bytes / data
     )
     have = span.view.sram_bytes
     return SearchRow(
