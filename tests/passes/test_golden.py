@@ -24,6 +24,7 @@ DP_PP_MB = "parallelize{dp=2,pp=2,microbatches=2,span=1}"
 ZERO1 = "parallelize{dp=2,zero=1,span=1}"
 ZERO3 = "parallelize{dp=2,microbatches=2,zero=3,span=1}"
 EP2 = "parallelize{ep=2,span=1}"
+SHIFT = "parallelize{dp=2,zero=3,matmul=shift,span=1},insert-collectives"
 
 
 def after(pipeline: str, source: Callable[[], Graph] = graphs.mlp_step) -> Callable[[], Graph]:
@@ -69,6 +70,8 @@ CASES: list[tuple[str, str, Callable[[], Graph], str]] = [
     ("parallelize", "mlp_dp2_zero3", graphs.mlp_step, ZERO3),
     ("insert-collectives", "mlp_dp2_zero1", after(ZERO1), "insert-collectives"),
     ("insert-collectives", "mlp_dp2_mb2_zero3", after(ZERO3), "insert-collectives"),
+    # compute-shift: schedule marks the parameter gathers feeding a matmul shift=true
+    ("schedule", "mlp_dp2_zero3_shift", after(SHIFT), "schedule"),
     # experts: dealt out over ep, their tokens re-split by expert (all-to-all) and back
     ("parallelize", "moe_ep2", graphs.moe_step, EP2),
     ("insert-collectives", "moe_ep2", after(EP2, graphs.moe_step), "insert-collectives"),

@@ -18,7 +18,7 @@
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from waferflow.errors import PlanError
 from waferflow.ir.dtypes import DType
@@ -26,12 +26,14 @@ from waferflow.ir.graph import Op, Phase, Value
 from waferflow.ir.opkind import VIEWS, OpKind
 from waferflow.ir.parallel import reads_value, stored_shard
 from waferflow.ir.plan import Actor, Message, Plan
-from waferflow.ir.sharding import shard_shape
+from waferflow.ir.sharding import MeshAxis, shard_shape
 from waferflow.ir.target.wafer import Wafer
+from waferflow.mapper.collectives import Algorithm
 from waferflow.parallel.build import ActorSpec, CollInstance, Item, MbMode, Program
 from waferflow.parallel.collective_lowering import KIND_OF, ScheduleCache, expand, wire
 from waferflow.parallel.plan_spec import CollectiveAlgo
-from waferflow.parallel.shardcost import instance_degrees, op_cost, value_bytes
+from waferflow.parallel.shardcost import instance_degrees, op_cost, share, value_bytes
+from waferflow.parallel.shift import is_shift, reads_shift
 from waferflow.parallel.stages import layer_key, root_value
 
 K = OpKind
@@ -108,6 +110,9 @@ class _Assembler:
         self.step_need: dict[int, float] = {}  # step actor -> estimated transfer seconds
         self.acc_flops: dict[int, int] = {}  # compute actor -> FLOPs adding into accumulators
         self.m = prog.microbatches
+        # compute-shift matmuls: (gather op id, rank, instance) -> the matmul's n pieces
+        self.shift_parts: dict[tuple[int, int, int], list[int]] = {}
+        self._placed: set[int] = set()  # pieces already in a core's order
 
     def run(self) -> Assembled:
         for spec in self.p.actors:
@@ -176,9 +181,30 @@ class _Assembler:
         a.op_kind = heaviest.kind
         a.module = ops[0].prov.module
         a.layer = layer_key(a.module)
+        gather = reads_shift(ops[0]) if len(ops) == 1 else None
+        if gather is not None:
+            return self._shift_pieces(a, meta, gather, spec)
         self.acts.append(a)
         self.meta.append(meta)
         return len(self.acts) - 1
+
+    def _shift_pieces(self, a: _A, meta: ActorMeta, gather: Op, spec: ActorSpec) -> int:
+        """A compute-shift matmul as n pieces, each multiplying one block of the
+        rotating operand (``parallel.shift``); ``_order`` interleaves them with the
+        ring's steps. The last piece holds the result (and the actor's buffers)."""
+        n = self.p.mesh.degree(MeshAxis(str(gather.attrs.get("axis"))))
+        ids = []
+        for j in range(n):
+            piece = replace(
+                a, name=f"{a.name}.k{j}", flops=share(a.flops, n, j),
+                bytes_read=share(a.bytes_read, n, j), bytes_written=share(a.bytes_written, n, j),
+                out_bytes=a.out_bytes if j == n - 1 else 0,
+            )  # fmt: skip
+            self.acts.append(piece)
+            self.meta.append(meta if j == n - 1 else ActorMeta(meta.block))
+            ids.append(len(self.acts) - 1)
+        self.shift_parts[(id(gather), spec.rank, spec.instance)] = ids
+        return ids[-1]
 
     def _used_outside(self, v: Value, in_group: set[int]) -> bool:
         stack = [v]
@@ -236,9 +262,12 @@ class _Assembler:
                 total += in_bytes
         kind = KIND_OF[op.kind]
         root = int(op.attrs.get("root", 0) or 0)  # type: ignore[arg-type]
-        sched = self.cache.schedule(kind, ci.cores, total, root)
-        key = (op.results[0].name, op.kind.value, ci.axis.value, sched.algorithm.value,
-               len(ci.ranks), total)  # fmt: skip
+        shift = is_shift(op)  # the blocks rotate around the ring while the matmul runs
+        sched = self.cache.schedule(kind, ci.cores, total, root, Algorithm.RING if shift else None)
+        key = (op.results[0].name, op.kind.value, ci.axis.value,
+               "shift" if shift else sched.algorithm.value, len(ci.ranks), total)  # fmt: skip
+        if shift:  # two blocks live at a time, never the whole operand
+            out_bytes = [min(b, 2 * -(-b // len(ci.ranks))) for b in out_bytes]
         self.records[key] = self.records.get(key, 0) + 1
         ex = expand(sched)
         # the input actor of each member: the latest producer of any operand
@@ -342,16 +371,34 @@ class _Assembler:
                     queue.clear()
                 if it.actor >= 0:
                     aid = self.compute_id[it.actor]
+                    if aid in self._placed:
+                        continue
                     ids.append(aid)
                     credit += self._seconds(aid)
                     while queue and credit >= self.step_need.get(queue[0], 0.0):
                         ids.append(queue.popleft())
                         credit = 0.0
                 else:
-                    ids.extend(self.coll_steps[it.coll][it.member])
+                    ids.extend(self._steps_of(it))
             ids.extend(queue)
             order[core] = ids
         return order
+
+    def _steps_of(self, it: Item) -> list[int]:
+        """A collective's step actors on one core; for a compute-shift gather, with its
+        matmul's pieces between them: piece j multiplies the block that step j - 1
+        brought while step j's block is on its way."""
+        steps = self.coll_steps[it.coll][it.member]
+        ci = self.p.collectives[it.coll]
+        parts = self.shift_parts.get((id(ci.op), ci.ranks[it.member], ci.instance))
+        if not parts:
+            return steps
+        recv = steps[len(steps) - (len(parts) - 1) :]  # the ring's n - 1 receiving steps
+        out = [*steps[: len(steps) - len(recv)], parts[0]]  # a start actor first, if any
+        for j, s in enumerate(recv):
+            out += [s, parts[j + 1]]
+        self._placed.add(parts[-1])  # the matmul's own item adds nothing more
+        return out
 
     def _seconds(self, aid: int) -> float:
         """Roofline estimate of a compute actor (for placing overlapped steps)."""

@@ -40,6 +40,7 @@ from waferflow.ir.sharding import MeshAxis, Partial, Replicated, Sharding
 from waferflow.parallel.layout import Layout
 from waferflow.parallel.plan_spec import Granularity, Mesh, ParallelPlan, PipelineSchedule
 from waferflow.parallel.propagate import ShardingResult
+from waferflow.parallel.shift import reads_shift
 from waferflow.parallel.stages import StageAssignment, layer_key, root_value
 
 K = OpKind
@@ -402,8 +403,8 @@ def _cut(
             groups.append(cur)
         else:
             cur.ops.append(op)
-        if _leaves_stage(op, stage, info, users):
-            cur = None
+        if _leaves_stage(op, stage, info, users) or reads_shift(op) is not None:
+            cur = None  # a compute-shift matmul is an actor of its own (cut into steps)
     return groups
 
 

@@ -80,12 +80,20 @@ class ScheduleCache:
         return self.wafer.link_spec(a, b).latency
 
     def schedule(
-        self, kind: CollectiveKind, cores: tuple[int, ...], nbytes: int, root: int = 0
+        self,
+        kind: CollectiveKind,
+        cores: tuple[int, ...],
+        nbytes: int,
+        root: int = 0,
+        algorithm: Algorithm | None = None,
     ) -> Schedule:
+        """The schedule of one instance; ``algorithm`` forces one (a compute-shift
+        matmul rotates its blocks on the ring)."""
         n = len(cores)
         coords = [divmod(c, self.wafer.cols) for c in cores]
         grid = grid_shape(coords)
-        algorithm = self._algorithm(kind, coords, nbytes, grid, root)
+        if algorithm is None:
+            algorithm = self._algorithm(kind, coords, nbytes, grid, root)
         key = (kind, algorithm, n, nbytes, grid if algorithm is Algorithm.MESH2D else None, root)
         s = self._sched.get(key)
         if s is None:

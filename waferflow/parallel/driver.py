@@ -41,6 +41,7 @@ from waferflow.parallel.plan_spec import (
     parse_plan,
 )
 from waferflow.parallel.propagate import ShardingResult, propagate
+from waferflow.parallel.shift import decide_shifts
 from waferflow.parallel.span import SpanChoice, choose_span
 from waferflow.parallel.stages import StageAssignment, assign_stages, layer_modes
 from waferflow.parallel.zero import apply_zero
@@ -204,6 +205,9 @@ def schedule(graph: Graph, state: ParallelState, layout: Layout | None = None) -
     layout.check(state.wafer, plan.pp, plan.ranks_per_stage)
     state.layout = layout
     annotate_layout(graph, layout)
+    for note in decide_shifts(graph, plan, state.sharding, state.wafer, layout):
+        if note not in state.diagnostics:
+            state.diagnostics.append(note)
     prog = build_program(graph, state.sharding, state.stages, plan, layout)
     state.program = prog
     return prog

@@ -27,6 +27,10 @@ Keys (``_`` and ``-`` are interchangeable; ``mb`` is short for ``microbatches``)
 ``ep``                expert-parallel ranks (mixture-of-experts models): the batch is
                       split over them like over ``dp`` and the experts are dealt out
                       among them; tokens reach their experts by all-to-all
+``matmul``            an all-gather feeding a matmul: ``gather`` (default) it whole
+                      first, ``shift`` rotate its blocks around the group's ring while
+                      multiplying (Cannon / T10), ``auto`` the cheaper of the two per
+                      matmul (``waferflow.parallel.shift``)
 ====================  ====================================================================
 
 ``span`` is how a plan of a few hundred ranks uses a wafer of thousands of nodes: the
@@ -69,6 +73,14 @@ class CollectiveAlgo(Enum):
     ROOT = "root"
 
 
+class MatmulAlgo(Enum):
+    """How a matmul gets an operand that is split over a group and needed whole."""
+
+    GATHER = "gather"
+    SHIFT = "shift"
+    AUTO = "auto"
+
+
 class LayerMode(Enum):
     DATA = "d"
     TENSOR = "t"
@@ -106,6 +118,7 @@ class ParallelPlan:
     # --- memory sharding and expert parallelism (ZeRO, mixture of experts) ----------
     zero: int = 0
     ep: int = 1
+    matmul: MatmulAlgo = MatmulAlgo.GATHER
 
     def __post_init__(self) -> None:
         for name in ("dp", "tp", "pp", "microbatches", "ways", "ep"):
@@ -347,6 +360,7 @@ __all__ = [
     "GradReduce",
     "Granularity",
     "LayerMode",
+    "MatmulAlgo",
     "Mesh",
     "ParallelPlan",
     "PipelineSchedule",
