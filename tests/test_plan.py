@@ -13,7 +13,9 @@ from waferflow.ir.graph import Phase
 from waferflow.ir.opkind import OpKind
 from waferflow.ir.plan import (
     Actor,
+    HostTransfer,
     Message,
+    OpWork,
     Plan,
     load_plan,
     plan_from_json,
@@ -71,6 +73,44 @@ def test_json_round_trip_is_byte_identical(tmp_path: Path) -> None:
     assert load_plan(path) == plan
     assert text.startswith('{\n  "format": "waferflow.plan",\n  "version": 1,\n')
     assert '"route": [1, 3]' in text and '"route": null' in text
+
+
+def _seedlike_plan() -> Plan:
+    """Work passes, a broadcast, a received buffer kept for a later reader, the host."""
+    work = (OpWork(OpKind.CONV_BACKWARD, 10, (64, 32), (64,)), OpWork(OpKind.ADD, 0, (), ()))
+    actors = [Actor(0, "src", 0, work=work), Actor(1, "a", 1), Actor(2, "b", 1),
+              Actor(3, "c", 3)]  # fmt: skip
+    msgs = [Message(0, 0, 1, 64, bcast=0, last_use=2), Message(1, 0, 3, 64, bcast=0)]
+    host = (HostTransfer(0, 128, "w", last_use=-1), HostTransfer(1, 16, "x", last_use=2),
+            HostTransfer(3, 8, "out", to_host=True))  # fmt: skip
+    return Plan.build("seedlike", "w", actors, msgs, host=host)
+
+
+def test_json_round_trip_of_work_broadcasts_reuse_and_host() -> None:
+    plan = _seedlike_plan()
+    text = plan_to_json(plan)
+    assert plan_from_json(text) == plan and plan_to_json(plan_from_json(text)) == text
+    assert '"work": [["conv_backward", 10, [64, 32], [64]], ["add", 0, [], []]]' in text
+    assert '"bcast": 0, "last_use": 2' in text and '"to_host": true' in text
+    # the fields are written only when set: a plain plan's JSON has none of them
+    plain = plan_to_json(_plan())
+    assert '"host"' not in plain and "bcast" not in plain and "work" not in plain
+    verify_plan(plan, _wafer())
+
+
+@pytest.mark.parametrize(
+    ("change", "needle"),
+    [
+        ({"last_use": 3}, r"messages\[0\]\.last_use = 3 must run on the same core"),
+        ({"last_use": 9}, "is not an actor id"),
+        ({"bcast": -2}, r"bcast must be an int >= -1"),
+    ],
+)
+def test_reuse_and_broadcast_are_verified(change: dict, needle: str) -> None:
+    plan = _seedlike_plan()
+    bad = replace(plan, messages=(replace(plan.messages[0], **change), plan.messages[1]))
+    with pytest.raises(VerificationError, match=needle):
+        verify_plan(bad)
 
 
 def test_json_errors_name_the_field() -> None:

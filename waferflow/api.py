@@ -29,7 +29,7 @@ from waferflow.ir.graph import Graph
 from waferflow.ir.parser import parse_graph
 from waferflow.ir.plan import Plan, plan_from_json, plan_to_json, verify_plan
 from waferflow.ir.summary import human_bytes
-from waferflow.ir.target import Wafer, get_wafer
+from waferflow.ir.target import Topology, Wafer, get_wafer
 from waferflow.ir.target.toml_io import parse_wafer_toml, wafer_to_toml
 from waferflow.outputs import write_output
 from waferflow.passes import (
@@ -349,7 +349,8 @@ def compile(
     ``coarsen=k`` plans on the k x k coarse view. ``passes`` overrides the pipeline.
     ``plan`` is a parallel plan (``"dp=2,tp=4,pp=2,microbatches=4"``) or ``"auto"``
     (searched: ``waferflow.parallel.search``, kept in ``CompiledPlan.search``); ``place`` is
-    ``"auto"`` (CP-SAT for parallel plans, the snake otherwise), ``"cpsat"`` or ``"none"``
+    ``"auto"`` (CP-SAT for parallel plans, the snake otherwise; the default layout on a
+    crossbar, where placement changes nothing), ``"cpsat"`` or ``"none"``
     (the default strip layout), with ``place_time`` deterministic CP-SAT seconds and
     ``seed``: the same inputs and seed give the same plan, byte for byte.
     """
@@ -394,9 +395,22 @@ def compile(
     if is_auto(plan):
         with _timed(timings, "plan search", progress):
             plan, search = resolve_plan(graph, w, plan)  # PlanError when no candidate fits
-    method = _placement_method(place, plan)
+    method = _placement_method(place, plan, w)
     if method not in ("cpsat", "none"):
         raise WaferflowError(f"place={place!r}: use 'auto', 'cpsat' or 'none'")
+    extra_notes: list[str] = []
+    if plan and method == "cpsat" and not uniform_stages(graph, plan):
+        if place == "cpsat":
+            raise PlanError(
+                f"plan {plan!r} has stages with different numbers of ranks (a per-layer "
+                "plan), which the CP-SAT floorplan does not place yet; use place='none' "
+                "(the default layout)"
+            )
+        method = "none"
+        extra_notes.append(
+            "placement: the default layout (the plan's stages have different numbers of "
+            "ranks, which the CP-SAT floorplan does not place yet)"
+        )
     if plan and method == "cpsat":
         from waferflow.passes.place import place_parallel
 
@@ -437,7 +451,7 @@ def compile(
         graph=graph,
         ir_snapshots=snapshots,
         timings=tuple(timings),
-        notes=tuple(str(d) for d in parallel.diagnostics) if parallel else (),
+        notes=(*(str(d) for d in parallel.diagnostics), *extra_notes) if parallel else (),
         parallel=parallel,
         placement=placement,
         search=search,
@@ -445,12 +459,23 @@ def compile(
     )
 
 
-def _placement_method(place: str | None, plan: str | None) -> str:
+def _placement_method(place: str | None, plan: str | None, wafer: Wafer) -> str:
     """``auto``: CP-SAT for parallel plans; the snake for the naive one-actor-per-op
-    lowering (placing thousands of actors is opt-in: ``place="cpsat"``)."""
+    lowering (placing thousands of actors is opt-in: ``place="cpsat"``); and the
+    default layout on a crossbar, where every pair of cores has a link of its own, so
+    that no placement is better than another."""
     if place in (None, "auto"):
-        return "cpsat" if plan else "none"
+        return "cpsat" if plan and wafer.topology is not Topology.CROSSBAR else "none"
     return place
+
+
+def uniform_stages(graph: Graph, plan: str) -> bool:
+    """Whether every pipeline stage of ``plan`` has the same number of ranks (what the
+    CP-SAT floorplan places); a per-layer plan with one-rank layers has not."""
+    from waferflow.parallel import per_layer
+    from waferflow.parallel.plan_spec import parse_plan
+
+    return len(set(per_layer.widths_of(graph, per_layer.resolve(graph, parse_plan(plan))))) <= 1
 
 
 def _place_options(time_limit: float, seed: int) -> Any:

@@ -254,49 +254,46 @@ def cmd_viz(args: argparse.Namespace) -> int:
     return 0
 
 
-def _is_seed_machine(wafer) -> bool:  # wafer: Wafer
-    """The AMCoDA machine (a crossbar with the req/ack handshake) runs seed programs."""
+def _with_streams(wafer, ports: int | None):  # (Wafer, int) -> Wafer
+    """The wafer with ``ports`` stream slots per core (the seed machine's MemWidth)."""
+    import dataclasses
+
+    if ports is None:
+        return wafer
+    if ports < 1:
+        raise WaferflowError(f"--mem-ports must be at least 1, got {ports}")
+    if wafer.flow is None:
+        raise WaferflowError(
+            f"--mem-ports sets the stream slots of a wafer with flow control; {wafer.name} "
+            "has none ([flow] in its TOML)"
+        )
+    return dataclasses.replace(wafer, flow=dataclasses.replace(wafer.flow, max_streams=ports))
+
+
+def _is_seed_like(wafer) -> bool:  # (Wafer) -> bool
+    """A wafer the seed's program format can run on: a crossbar with req/ack."""
     from waferflow.ir.target import Topology
 
     flow = wafer.flow
     return wafer.topology is Topology.CROSSBAR and flow is not None and flow.handshake
 
 
-def _seed_plan_text(plan: str | None) -> str:
-    """Seed plans: 'pipe', 'gpipe=M', 'layers=ddt,ways=4'; a leading 'pp=1,' (one
-    actor per layer, the seed's only layout) is accepted and dropped."""
-    parts = [p.strip() for p in (plan or "pipe").split(",") if p.strip()]
-    return ",".join(p for p in parts if p.replace(" ", "") != "pp=1") or "pipe"
+def _emit_seed(args: argparse.Namespace, compiled) -> str:  # (.., CompiledPlan) -> path
+    """``--emit amcoda``: the seed machine's experiment folder for the compiled plan."""
+    from waferflow.backend_amcoda.from_plan import seed_programs
 
-
-def _compile_seed(args: argparse.Namespace, wafer) -> int:  # wafer: Wafer
-    from waferflow.backend_amcoda import compile_seed_plan
-    from waferflow.ir.summary import summarize
-
-    if args.mode != "train":
-        raise WaferflowError("the seed machine runs training steps only: add --mode train")
-    if args.link_tracks or args.html:
+    if compiled.parallel is None or compiled.graph is None:
         raise WaferflowError(
-            "--link-tracks and --html report on waferflow's simulator; the seed machine's "
-            "programs are timed by its own model, whose --trace has per-actor ALU, receive "
-            "and send rows and a memory counter"
+            "--emit amcoda writes the seed's programs for a parallel plan: give --plan "
+            "(pipe, gpipe=M or layers=<d|t...>,ways=R)"
         )
-    graph = _trace_model(args)
-    print(summarize(graph))
-    ports = args.mem_ports or (wafer.flow.max_streams if wafer.flow else 4) or 4
-    result = compile_seed_plan(graph, _seed_plan_text(args.plan), mem_ports=ports,
-                               hazard_guard=args.hazard_guard)  # fmt: skip
+    flow = compiled.wafer.flow
+    ports = flow.max_streams if flow is not None and flow.max_streams else 4
+    result = seed_programs(
+        compiled.graph, compiled.parallel.spec, mem_ports=ports, hazard_guard=args.hazard_guard
+    )
     print(result.summary())
-    if args.emit == "amcoda":
-        if not args.output:
-            raise WaferflowError("--emit amcoda needs -o EXP_DIR (the experiment folder)")
-        print(f"wrote {result.emit(args.output, seed=args.seed)}")
-    elif args.output:
-        print(f"wrote {result.save_plan(args.output)}")
-    if args.trace:
-        result.result.to_chrome_trace(args.trace)
-        print(f"wrote {args.trace}")
-    return 0
+    return str(result.emit(args.emit_dir, seed=args.seed))
 
 
 def _add_place_args(p: argparse.ArgumentParser) -> None:
@@ -309,7 +306,7 @@ def _add_place_args(p: argparse.ArgumentParser) -> None:
 def cmd_place(args: argparse.Namespace) -> int:
     from pathlib import Path as _Path
 
-    from waferflow.api import resolve_wafer
+    from waferflow.api import resolve_wafer, uniform_stages
     from waferflow.parallel.search import resolve_plan
     from waferflow.passes.place import place_compare
     from waferflow.passes.place_result import PlaceOptions
@@ -322,6 +319,12 @@ def cmd_place(args: argparse.Namespace) -> int:
     )
     graph = _trace_model(args)
     plan, search = resolve_plan(graph, wafer, args.plan)
+    if plan and not uniform_stages(graph, plan):
+        raise WaferflowError(
+            f"plan {plan!r} has stages with different numbers of ranks (a per-layer plan), "
+            "which the CP-SAT floorplan does not place yet; `waferflow compile --place none` "
+            "runs it on the default layout"
+        )
     if search is not None:
         print(search.table())
         print(search.summary())
@@ -339,13 +342,16 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
         pipeline = parse_pipeline(args.passes or DEFAULT_PIPELINE)
         check_pass_names(args.print_ir_after, pipeline, "--print-ir-after")
-    wafer = resolve_wafer(args.wafer, args.coarsen)
-    if _is_seed_machine(wafer):
-        return _compile_seed(args, wafer)
-    if args.emit:
+    wafer = _with_streams(resolve_wafer(args.wafer, args.coarsen), args.mem_ports)
+    if args.emit and not args.emit_dir:
+        raise WaferflowError(f"--emit {args.emit} needs --emit-dir DIR (the experiment folder)")
+    if args.emit and args.mode != "train":
+        raise WaferflowError("--emit amcoda writes training programs: add --mode train")
+    if args.emit and not _is_seed_like(wafer):
         raise WaferflowError(
-            f"--emit {args.emit} needs the seed machine (--wafer amcoda); {wafer.name} has "
-            "no program format to emit"
+            f"--emit amcoda writes programs for the seed machine, a crossbar with req/ack "
+            f"flow control; {wafer.name} is not one (use --wafer amcoda, or a TOML with "
+            'preset = "amcoda")'
         )
 
     compiled = wf_compile(
@@ -386,6 +392,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
     written += _write_report_outputs(args, report)
     if args.png:
         written.append(str(compiled.plot_placement(args.png)))
+    if args.emit == "amcoda":
+        written.append(_emit_seed(args, compiled))
     if args.report:
         out = Path(args.report)
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -491,11 +499,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--report", metavar="REPORT.md", help="write the report as Markdown")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
     p.add_argument("--emit", choices=["amcoda"],
-                   help="also write the seed machine's experiment folder to -o EXP_DIR")  # fmt: skip
-    p.add_argument("--mem-ports", type=int, choices=[1, 2, 4], default=None,
-                   help="seed machine: memory ports per actor (default: the wafer's)")  # fmt: skip
+                   help="also write the plan as the seed machine's programs (to --emit-dir)")  # fmt: skip
+    p.add_argument("--emit-dir", metavar="EXP_DIR",
+                   help="the experiment folder --emit amcoda writes")  # fmt: skip
+    p.add_argument("--mem-ports", type=int, default=None, metavar="N",
+                   help="stream slots per core, each way (the seed's MemWidth; default: the "
+                   "wafer's flow.max_streams)")  # fmt: skip
     p.add_argument("--hazard-guard", action="store_true",
-                   help="seed machine: turn mid-program STORE/LOADs into 1-operand ADDs")  # fmt: skip
+                   help="--emit amcoda: turn mid-program STORE/LOADs into 1-operand ADDs")  # fmt: skip
     p.add_argument("--seed", type=int, default=0,
                    help="seed of the placement search and of generated data files")  # fmt: skip
     _add_place_args(p)

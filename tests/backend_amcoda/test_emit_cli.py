@@ -76,7 +76,8 @@ def test_user_errors_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     bundle = tmp_path / "plan.json"
     bundle.write_text(json.dumps({"format": "waferflow.compiled", "version": 1}))
     assert main(["emit", str(bundle), "-o", str(tmp_path / "y")]) == 2
-    assert "generic actor plan" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "compiled actor plan, not a seed plan" in err and "--emit amcoda --emit-dir" in err
     with pytest.raises(SystemExit):
         main(["emit", "pipe", "-o", "x", "--mem-ports", "17"])
 

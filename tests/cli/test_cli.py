@@ -185,31 +185,51 @@ def test_bad_pipeline(
     assert needle in err and "Traceback" not in err
 
 
+def _step_ms(out: str) -> str:
+    return next(line for line in out.splitlines() if "step time" in line).split()[-2]
+
+
 def test_compile_seed_plan_on_amcoda(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    """The seed machine's plans compile from the traced CNN; ddt at 4 ways takes the
-    batch time the cycle model gives (6,521,360 ns, see docs/amcoda.md)."""
-    exp = tmp_path / "exp"
+    """A seed plan goes through the general path on amcoda; its plan simulates again to
+    the same step time, and --emit amcoda writes the seed's programs for it, whose
+    cycle model gives the batch time of docs/amcoda.md (6,521,360 ns)."""
+    exp, plan = tmp_path / "exp", tmp_path / "p.json"
     code, out, _ = run(
         capsys, "compile", "cnn:amcoda", "--wafer", "amcoda", "--mode", "train",
-        "--batch", "32", "--plan", "pp=1,layers=ddt,ways=4", "--emit", "amcoda", "-o", str(exp),
+        "--plan", "layers=ddt,ways=4", "-o", str(plan), "--emit", "amcoda",
+        "--emit-dir", str(exp),
     )  # fmt: skip
     assert code == 0, out
+    assert "layers=ddts,ways=4" in out and "cut=layer" in out  # the resolved general plan
     assert "batch time 6.521360 ms" in out
+    compiled_ms = _step_ms(out)
     assert (exp / "script" / "host_1.txt").is_file()
     assert (exp / "settings.json").is_file() and (exp / "predicted.json").is_file()
+    code, out, _ = run(capsys, "simulate", str(plan))
+    assert code == 0 and _step_ms(out) == compiled_ms
     code, out, _ = run(capsys, "check-amcoda", str(exp))
     assert code == 0, out
 
 
-def test_seed_plan_errors(capsys: pytest.CaptureFixture[str]) -> None:
+def test_seed_plan_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code, _, err = run(
         capsys, "compile", "cnn:amcoda", "--wafer", "amcoda", "--mode", "train",
-        "--batch", "32", "--plan", "layers=dd,ways=4",
+        "--plan", "layers=ddx,ways=4",
     )  # fmt: skip
-    assert code == EXIT_USER_ERROR and "Traceback" not in err
-    assert "dd" in err
-    code, _, err = run(capsys, "compile", "cnn:amcoda", "--wafer", "mesh4x4", "--emit", "amcoda")
+    assert code == EXIT_USER_ERROR and "Traceback" not in err and "'x'" in err
+    # a general plan with no seed template: conv3 on one actor
+    code, _, err = run(
+        capsys, "compile", "cnn:amcoda", "--wafer", "amcoda", "--mode", "train",
+        "--plan", "layers=dd,ways=4", "--emit", "amcoda", "--emit-dir", str(tmp_path / "x"),
+    )  # fmt: skip
+    assert code == EXIT_USER_ERROR and "no seed-machine program" in err
+    code, _, err = run(
+        capsys, "compile", "cnn:amcoda", "--wafer", "mesh4x4", "--mode", "train", "--plan",
+        "pipe", "--emit", "amcoda", "--emit-dir", str(tmp_path / "y"),
+    )  # fmt: skip
     assert code == EXIT_USER_ERROR and "seed machine" in err
+    code, _, err = run(capsys, "compile", "cnn:amcoda", "--wafer", "amcoda", "--emit", "amcoda")
+    assert code == EXIT_USER_ERROR and "--emit-dir" in err
 
 
 def test_compile_parallel_plan_places_with_cpsat(

@@ -43,7 +43,7 @@ def _ops(g: Graph, kind: OpKind, module: str, phase: Phase) -> list:
 
 
 def test_every_layer_has_forward_backward_and_update(train_sgd: Graph) -> None:
-    fwd_kind = {"conv1": K.CONV, "conv2": K.CONV, "conv3": K.CONV, "fc": K.ADDMM}
+    fwd_kind = {"conv1": K.CONV, "conv2": K.CONV, "conv3": K.CONV, "fc": K.MATMUL}
     bwd_kind = {"conv1": K.CONV_BACKWARD, "conv2": K.CONV_BACKWARD, "conv3": K.CONV_BACKWARD, "fc": K.MATMUL}  # fmt: skip
     for layer in LAYERS:
         fwd = _ops(train_sgd, fwd_kind[layer], layer, Phase.FWD)
@@ -51,8 +51,8 @@ def test_every_layer_has_forward_backward_and_update(train_sgd: Graph) -> None:
         upd = [op for op in train_sgd.ops if op.prov.module == layer and op.phase == Phase.OPT]
         assert len(fwd) == 1, layer
         assert bwd, layer
-        # SGD: one add per parameter (weight and bias)
-        assert [op.kind for op in upd] == [K.ADD, K.ADD], layer
+        # SGD: one add per parameter (the seed CNN has weights only, no biases)
+        assert [op.kind for op in upd] == [K.ADD], layer
         for op in (*fwd, *bwd):
             assert op.cost.flops > 0
             assert op.kind in MATMUL_LIKE
@@ -71,7 +71,7 @@ def test_conv_and_fc_flops_match_closed_forms(train_sgd: Graph) -> None:
         (bwd,) = _ops(train_sgd, K.CONV_BACKWARD, layer, Phase.BWD)
         # conv1's input is the data, which needs no gradient: weight gradient only
         assert bwd.cost.flops == (flops if layer == "conv1" else 2 * flops)
-    (fc,) = _ops(train_sgd, K.ADDMM, "fc", Phase.FWD)
+    (fc,) = _ops(train_sgd, K.MATMUL, "fc", Phase.FWD)
     assert fc.cost.flops == 2 * B * 512 * 16
     fc_bwd = _ops(train_sgd, K.MATMUL, "fc", Phase.BWD)
     assert sorted(op.cost.flops for op in fc_bwd) == [2 * B * 512 * 16] * 2
@@ -80,7 +80,7 @@ def test_conv_and_fc_flops_match_closed_forms(train_sgd: Graph) -> None:
 def test_conv1_bytes_and_conv_attributes(train_sgd: Graph) -> None:
     (conv1,) = _ops(train_sgd, K.CONV, "conv1", Phase.FWD)
     x_bytes = B * 16 * 56 * 56 * 4
-    assert conv1.cost.bytes_read == x_bytes + 16 * 16 * 9 * 4 + 16 * 4
+    assert conv1.cost.bytes_read == x_bytes + 16 * 16 * 9 * 4  # input and weight, no bias
     assert conv1.cost.bytes_written == B * 16 * 56 * 56 * 4
     attrs = conv1.attrs.as_dict()
     assert attrs["stride"] == (1, 1) and attrs["padding"] == (1, 1) and attrs["groups"] == 1
@@ -102,10 +102,10 @@ def test_pool_and_elementwise_rules(train_sgd: Graph) -> None:
 
 def test_conv_backward_has_one_result_per_requested_gradient(train_sgd: Graph) -> None:
     (bwd1,) = _ops(train_sgd, K.CONV_BACKWARD, "conv1", Phase.BWD)
-    assert bwd1.attrs.get("output_mask") == (False, True, True)
-    assert [v.name for v in bwd1.results] == ["conv1.weight.grad", "conv1.bias.grad"]
+    assert bwd1.attrs.get("output_mask") == (False, True, False)
+    assert [v.name for v in bwd1.results] == ["conv1.weight.grad"]
     (bwd2,) = _ops(train_sgd, K.CONV_BACKWARD, "conv2", Phase.BWD)
-    assert len(bwd2.results) == 3
+    assert len(bwd2.results) == 2
     assert not any(op.kind == K.GETITEM for op in train_sgd.ops)
 
 
@@ -119,7 +119,7 @@ def test_phases_run_forward_then_backward_then_update(train_sgd: Graph) -> None:
 
 def test_sources_outputs_and_names(train_sgd: Graph) -> None:
     params = [op.attrs.get("name") for op in train_sgd.sources(K.PARAM)]
-    assert params == [f"{layer}.{p}" for layer in LAYERS for p in ("weight", "bias")]
+    assert params == [f"{layer}.weight" for layer in LAYERS]
     (x,) = train_sgd.sources(K.INPUT)
     assert x.attrs.get("name") == "x" and str(x.result.type) == f"f32[{B},16,56,56]"
     names = [v.name for v in train_sgd.outputs]

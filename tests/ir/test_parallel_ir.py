@@ -120,6 +120,21 @@ def test_a_pending_reduction_is_fine_until_collectives_are_inserted() -> None:
     assert "the collective that converts it is missing" in _problems(tail, "collectives")
 
 
+def test_a_plan_that_reshards_between_stages_needs_no_collective_there() -> None:
+    """``reshard=true`` (a per-layer plan): an operand from another stage may differ from
+    what its op needs (the transfer converts it), one from its own stage may not; its
+    stages may have fewer ranks than the header's."""
+    head = HEAD.replace("level={level})", "level=collectives, reshard=true)")
+    cross = "  %z = relu %y : f32[8,4]{dp=split(0), mb=split(0, block=2)} fwd par(stage=1, mb=per_mb, in=[{dp=split(0), mb=split(0, block=2)}], div=[mb, dp])\n  return %z\n}\n"  # fmt: skip
+    g = parse_graph(head.format() + BODY + cross)
+    assert graph_problems(g) == [] and g.parallel is not None and g.parallel.reshard
+    assert print_graph(parse_graph(print_graph(g))) == print_graph(g)
+    assert loads_graph(dumps_graph(g)).parallel == g.parallel
+    same = cross.replace("par(stage=1", "par(stage=0")
+    problems = "\n".join(graph_problems(parse_graph(head.format() + BODY + same)))
+    assert "the collective that converts it is missing" in problems
+
+
 def test_a_reduction_of_a_partial_sum_is_an_error() -> None:
     tail = "  %s = sum %y : f32[]{dp=partial, tp=partial, mb=partial} fwd par(stage=0, mb=per_mb, div=[mb, dp])\n  return %s\n}\n"  # fmt: skip
     problems = _problems(tail)

@@ -400,7 +400,9 @@ def test_example_file_is_valid_and_documented() -> None:
     assert w.dead_links == frozenset({((3, 3), (3, 4))})
     assert w.d2d_link == LinkSpec(5e10, 5e-9) and w.flow is not None and w.flow.handshake
     text = path.read_text()
-    for key in ("preset", "dead_cores_each_die", "random_dead_fraction", "coarsen_factor"):
+    assert w.core is not None and w.core.overlap and w.memory is not None and w.host is not None
+    for key in ("preset", "dead_cores_each_die", "random_dead_fraction", "coarsen_factor",
+                "[core.rates]", "lookahead", "first_fit", "[host]"):  # fmt: skip
         assert key in text  # every key of the schema is shown, if only in a comment
 
 
@@ -412,3 +414,64 @@ def test_preset_files_cite_sources() -> None:
         tomllib.loads(text)  # plain TOML, no waferflow-only syntax
     for name in ("wse2", "wse3", "dojo-d1", "dojo-tile"):
         assert "Sources" in (PRESET_DIR / f"{name}.toml").read_text()
+
+
+SEEDLIKE = (
+    MESH4
+    + """
+[core]
+overlap = false
+fixed_cycles = 2
+read_ports = 4
+port_bandwidth = "128 B/cycle"
+
+[core.rates]
+matmul = "2048 FLOP/cycle"
+elementwise = inf
+
+[memory]
+block_bytes = "256 KiB"
+lookahead = 5
+first_fit = true
+
+[host]
+bandwidth = "12.8 GB/s"
+latency = "10 ns"
+"""
+)
+
+
+def test_core_memory_and_host_tables() -> None:
+    w = parse(SEEDLIKE)
+    assert w.core is not None and w.memory is not None and w.host is not None
+    assert not w.core.overlap and w.core.fixed_cycles == 2 and w.core.read_ports == 4
+    assert w.core.write_ports == 1  # the default
+    assert w.core.port_bandwidth == 128 * w.clock_hz
+    assert dict(w.core.rates) == {"elementwise": float("inf"), "matmul": 2048 * w.clock_hz}
+    assert (w.memory.block_bytes, w.memory.lookahead, w.memory.first_fit) == (1 << 18, 5, True)
+    assert w.host == LinkSpec(12.8e9, 10e-9)
+    text = wafer_to_toml(w)
+    assert "elementwise = inf" in text and "[core.rates]" in text
+    assert parse_wafer_toml(text) == w
+    described = w.describe()
+    assert "reads + compute + writes + 2 cycle(s)" in described
+    assert "blocks of 256 KiB" in described and "to every core" in described
+    # presets without the tables keep the roofline, exact memory and no host
+    plain = parse(MESH4)
+    assert plain.core is None and plain.memory is None and plain.host is None
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        ("elementwise = inf", "elementwize = inf", "did you mean 'elementwise'"),
+        ('matmul = "2048 FLOP/cycle"', "matmul = -1.0", "core.rates.matmul must be positive"),
+        ('block_bytes = "256 KiB"', "block_bytes = 0", "give memory.block_bytes too"),
+        ('block_bytes = "256 KiB"', 'block_bytes = "1 GiB"', "larger than a core's SRAM"),
+        ("read_ports = 4", "read_ports = 0", "core.read_ports must be >= 1"),
+        ('port_bandwidth = "128 B/cycle"', "", "missing core.port_bandwidth"),
+        ("first_fit = true", "first_fit = 1", "memory.first_fit must be true or false"),
+    ],
+)
+def test_core_and_memory_errors_name_the_field(old: str, new: str, message: str) -> None:
+    assert message in error(SEEDLIKE.replace(old, new))

@@ -45,9 +45,12 @@ def test_channels_must_divide(amcoda_cnn: Graph) -> None:
 
 def test_pattern_length_is_checked(amcoda_cnn: Graph) -> None:
     with pytest.raises(PlanError) as info:
-        build_parallel_plan(amcoda_cnn, MESH, "layers=ddt,ways=2", check_memory=False)
+        build_parallel_plan(amcoda_cnn, MESH, "layers=ddtdd,ways=2", check_memory=False)
     msg = str(info.value)
-    assert "3 letter(s)" in msg and "4 layer(s)" in msg and "conv1, conv2, conv3, fc" in msg
+    assert "5 letter(s)" in msg and "4 layer(s)" in msg and "conv1, conv2, conv3, fc" in msg
+    # fewer letters than layers is the seed machine's per-layer form, not an error
+    short = build_parallel_plan(amcoda_cnn, MESH, "layers=ddt,ways=2", check_memory=False)
+    assert short.spec.layers == "ddts" and short.spec.pp == 6
 
 
 def test_more_ranks_than_alive_cores() -> None:

@@ -225,6 +225,37 @@ def costs() -> Graph:
     return b.done(mm, bmm, addmm, conv, ew, red, norm, cat, pre, fused)
 
 
+def conv_train() -> Graph:
+    """Two convolutions' backward as autograd records them: conv2's computes the input,
+    weight and bias gradients in one op; conv1's (the data needs no gradient) only its
+    weight gradient."""
+    b = Builder("conv_train")
+    x = b.src(K.INPUT, "x", f32(2, 3, 8, 8))
+    w1 = b.src(K.PARAM, "conv1.weight", f32(4, 3, 3, 3), "w1")
+    w2 = b.src(K.PARAM, "conv2.weight", f32(4, 4, 3, 3), "w2")
+    b2 = b.src(K.PARAM, "conv2.bias", f32(4), "b2")
+    conv = {"stride": (1, 1), "padding": (1, 1), "dilation": (1, 1), "groups": 1}
+    h = b.op(K.CONV, x, w1, ty=f32(2, 4, 8, 8), name="h", module="conv1",
+             cost=Cost(27648, 2000, 2048), **conv)  # fmt: skip
+    a = b.op(K.RELU, h, name="a", module="relu1")
+    y = b.op(K.CONV, a, w2, b2, ty=f32(2, 4, 8, 8), name="y", module="conv2", **conv)
+    gy = b.op(K.MUL, y, y, name="gy", phase=BWD)
+    g2 = b.g.add_op(
+        K.CONV_BACKWARD, [gy, a, w2], [f32(2, 4, 8, 8), f32(4, 4, 3, 3), f32(4)],
+        attrs=Attrs.of(output_mask=(True, True, True), **conv), cost=Cost(73728, 4736, 2640),
+        phase=BWD, prov=Provenance("conv2", "aten.convolution_backward.default"),
+        names=["ga", "g_w2", "g_b2"],
+    )  # fmt: skip
+    gh = b.op(K.ACT_BACKWARD, g2.results[0], h, name="gh", phase=BWD, module="relu1", act="relu")
+    g1 = b.g.add_op(
+        K.CONV_BACKWARD, [gh, x, w1], [f32(4, 3, 3, 3)],
+        attrs=Attrs.of(output_mask=(False, True, False), **conv), cost=Cost(27648, 3584, 432),
+        phase=BWD, prov=Provenance("conv1", "aten.convolution_backward.default"),
+        names=["g_w1"],
+    )  # fmt: skip
+    return b.done(g1.results[0], g2.results[1], g2.results[2])
+
+
 def scaled_scores() -> Graph:
     """Attention-style scores: a scale by 1/sqrt(d) (a scalar ``other``), a mask fill
     and an exp; fused, each member keeps its attributes."""

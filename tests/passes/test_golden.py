@@ -55,6 +55,7 @@ CASES: list[tuple[str, str, Callable[[], Graph], str]] = [
     ("fuse-elementwise", "multi_use", graphs.multi_use, "fuse-elementwise"),
     ("fuse-elementwise", "max2", graphs.long_chain, "fuse-elementwise{max=2}"),
     ("fuse-elementwise", "mlp_train", graphs.mlp_train, "canonicalize,dce,fuse-elementwise"),
+    ("split-backward", "conv_train", graphs.conv_train, "split-backward"),
     ("annotate-cost", "costs", graphs.costs, "annotate-cost"),
     ("annotate-cost", "costs_overwrite", graphs.costs, "annotate-cost{overwrite=true}"),
     ("annotate-cost", "mlp_train", graphs.mlp_train, "annotate-cost"),

@@ -64,10 +64,11 @@ def test_parse_the_example_pipeline() -> None:
     ]
 
 
-def test_default_pipeline_parses_to_the_four_passes() -> None:
+def test_default_pipeline_parses_to_the_five_passes() -> None:
     assert [p.name for p in parse_pipeline(DEFAULT_PIPELINE)] == [
         "canonicalize",
         "dce",
+        "split-backward",
         "fuse-elementwise",
         "annotate-cost",
     ]

@@ -255,6 +255,11 @@ class Actor:
         if self.alu_out_pt >= self.alu_in_pt:
             raise PlanError(f"actor {self.aid}: an ALU completion in cycle {t} found no entry")
         e = self.rt[self.alu_out_pt]
+        if e.out_state != OS.PRODUCING and self.m.match_completions:
+            # a completion pointer that skips STORE/LOAD entries: the op that ended
+            while e.out_state != OS.PRODUCING:
+                self.alu_out_pt += 1
+                e = self.rt[self.alu_out_pt]
         if e.out_state != OS.PRODUCING:
             msg = (
                 f"hazard (b), §6.3: in cycle {t} the ALU completion of actor {self.aid}'s "
@@ -510,8 +515,12 @@ class Machine:
         max_cycles: int = 10**9,
         emulate_lost_completions: bool = False,
         dense_until: int = 0,
+        match_completions: bool = False,
     ) -> None:
         self.exp = exp
+        # hazard (b) repaired: an ALU completion goes to the op that ended, past any
+        # STORE/LOAD still in the table (not the seed's SU; a reference for the plan)
+        self.match_completions = match_completions
         # step every actor and host in every cycle up to dense_until (a check that
         # skipping idle cycles never misses a change; slow, for small experiments)
         self.dense_until = dense_until

@@ -261,7 +261,9 @@ def load_plan_file(path: str | Path) -> PlanFile:
     if not isinstance(doc, dict) or doc.get("format") not in (PLAN_FORMAT, PREDICTED_FORMAT):
         fmt = doc.get("format") if isinstance(doc, dict) else None
         hint = (
-            " (a waferflow.compiled bundle holds the generic actor plan, not a seed plan)"
+            " (a waferflow.compiled bundle holds the compiled actor plan, not a seed plan: "
+            "`waferflow compile MODEL --wafer amcoda --plan P --emit amcoda --emit-dir DIR` "
+            "writes the seed's programs for a compiled plan)"
             if fmt == "waferflow.compiled"
             else ""
         )

@@ -264,7 +264,11 @@ def _entry_timings(exp: Experiment, run: MachineRun, aid: int) -> list[EntryTimi
 
 
 def simulate_experiment(
-    exp: Experiment, *, emulate_lost_completions: bool = False, max_cycles: int = 10**9
+    exp: Experiment,
+    *,
+    emulate_lost_completions: bool = False,
+    max_cycles: int = 10**9,
+    match_completions: bool = False,
 ) -> AmcodaResult:
     """Run ``exp`` to completion on the seed machine model.
 
@@ -272,8 +276,13 @@ def simulate_experiment(
     completion landing on a STORE/LOAD still in the table). With
     ``emulate_lost_completions`` hazard (b) is reproduced as the authors' machine
     behaves (the completion is lost, the op never finishes) and the result lists
-    the lost completions and the actors that never finished."""
-    run = Machine(exp, max_cycles, emulate_lost_completions).run()
+    the lost completions and the actors that never finished. With
+    ``match_completions`` the completion goes to the op that ended instead (a
+    scheduling unit without hazard (b)): the timing of the program as written, for
+    the plans whose template the seed's SU would break (dtt4 at MemWidth 1)."""
+    run = Machine(
+        exp, max_cycles, emulate_lost_completions, match_completions=match_completions
+    ).run()
     ids = [p.actor for p in exp.programs]
     actors = tuple(_actor_stats(exp, run, i) for i in ids)
     entries = tuple(e for i in ids for e in _entry_timings(exp, run, i))

@@ -9,7 +9,13 @@ contention, from closed forms. The model is described in docs/simulator.md.
 from waferflow.backend_sim.analysis import PathStep
 from waferflow.backend_sim.analytic import Estimate, estimate
 from waferflow.backend_sim.config import SimConfig
-from waferflow.backend_sim.costs import ComputeModel, roofline_ps, transit_ps
+from waferflow.backend_sim.costs import (
+    ComputeModel,
+    compute_ps,
+    core_ps,
+    roofline_ps,
+    transit_ps,
+)
 from waferflow.backend_sim.results import CoreStat, LinkStat, SimResult
 from waferflow.backend_sim.simulate import simulate
 
@@ -21,6 +27,8 @@ __all__ = [
     "PathStep",
     "SimConfig",
     "SimResult",
+    "compute_ps",
+    "core_ps",
     "estimate",
     "roofline_ps",
     "simulate",

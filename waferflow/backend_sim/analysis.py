@@ -107,6 +107,7 @@ def peak_memory(
 
 def critical_path(
     plan: Plan,
+    p: Prepared,
     start: Sequence[int],
     end: Sequence[int],
     cause_kind: Sequence[int],
@@ -116,23 +117,32 @@ def critical_path(
 ) -> tuple[PathStep, ...]:
     """Walk back from the last actor to finish through whatever enabled each start:
     the previous actor on the core, or the input message (or the delivery that freed
-    an output buffer) and then that message's producer."""
+    an output buffer) and then that message's producer. The host (``backend_sim.host``)
+    appears as the actor ``host`` (id -1) and its transfers as messages (id -1)."""
     if not plan.actors:
         return ()
+    n_act = len(plan.actors)
     a = max(range(len(end)), key=lambda i: (end[i], -i))
     steps: list[PathStep] = []
     actors = plan.actors
-    messages = plan.messages
+
+    def name(i: int) -> str:
+        return actors[i].name if i < n_act else "host"
+
     while True:
-        steps.append(PathStep("actor", a, actors[a].name, start[a], end[a]))
+        aid = a if a < n_act else -1
+        if aid >= 0 or end[a] > 0:
+            steps.append(PathStep("actor", aid, name(a), start[a], end[a]))
         ck = cause_kind[a]
         if ck == CAUSE_ACTOR:
             a = cause_id[a]
         elif ck in (CAUSE_MESSAGE, CAUSE_BUFFER):
-            m = messages[cause_id[a]]
-            label = f"{actors[m.src_actor].name}->{actors[m.dst_actor].name}"
-            steps.append(PathStep("message", m.id, label, inject[m.id], arrive[m.id]))
-            a = m.src_actor
+            m = cause_id[a]
+            src = p.msg_src[m]
+            label = f"{name(src)}->{name(p.msg_dst[m])}"
+            mid = m if m < len(plan.messages) else -1
+            steps.append(PathStep("message", mid, label, inject[m], arrive[m]))
+            a = src
         else:
             break
     steps.reverse()
@@ -154,7 +164,7 @@ def core_breakdown(
     n_core = len(p.cores)
     comp = [0] * n_core
     comm = [0] * n_core
-    for ci, ids in enumerate(p.order):
+    for ci, ids in enumerate(p.order[:n_core]):  # the plan's cores (not the host)
         avail = 0
         for a in ids:
             comp[ci] += end[a] - start[a]

@@ -72,7 +72,8 @@ class Estimate:
 def estimate(plan: Plan, wafer: Wafer, config: SimConfig | None = None) -> Estimate:
     cfg = config or SimConfig()
     p = prepare(plan, wafer, cfg)
-    n = len(plan.actors)
+    n = len(p.dur)  # the plan's actors, then the host's (backend_sim.host)
+    n_msg = len(p.msg_src)
     nbuf = p.flow.buffers_per_core
     # predecessor on the core and inputs, for the topological list scheduling
     prev_on_core = [-1] * n
@@ -82,8 +83,8 @@ def estimate(plan: Plan, wafer: Wafer, config: SimConfig | None = None) -> Estim
             prev_on_core[b] = a
             next_on_core[a] = b
     inputs: list[list[int]] = [[] for _ in range(n)]
-    for m in plan.messages:
-        inputs[m.dst_actor].append(m.id)
+    for m in range(n_msg):
+        inputs[p.msg_dst[m]].append(m)
     indeg = [len(inputs[a]) + (prev_on_core[a] >= 0) for a in range(n)]
     needs_buf = [False] * n
     if nbuf > 0:
@@ -94,11 +95,10 @@ def estimate(plan: Plan, wafer: Wafer, config: SimConfig | None = None) -> Estim
     end = [0] * n
     cause_kind = [CAUSE_NONE] * n
     cause_id = [-1] * n
-    n_msg = len(plan.messages)
     inject = [0] * n_msg
     data_start = [0] * n_msg
     arrive = [0] * n_msg
-    held: list[list[tuple[int, int]]] = [[] for _ in p.cores]  # (release time, message)
+    held: list[list[tuple[int, int]]] = [[] for _ in p.order]  # (release time, message)
 
     ready = deque(a for a in range(n) if indeg[a] == 0)
     while ready:
@@ -138,15 +138,16 @@ def estimate(plan: Plan, wafer: Wafer, config: SimConfig | None = None) -> Estim
                 ready.append(b)
 
     step = max(end, default=0)
+    n_act, n_pm = len(plan.actors), len(plan.messages)
     return Estimate(
         plan=plan,
         wafer=wafer,
         step_time_ps=step,
-        actor_start_ps=tuple(start),
-        actor_end_ps=tuple(end),
-        msg_arrive_ps=tuple(arrive),
+        actor_start_ps=tuple(start[:n_act]),
+        actor_end_ps=tuple(end[:n_act]),
+        msg_arrive_ps=tuple(arrive[:n_pm]),
         peak_mem_bytes=tuple(peak_memory(plan, p, start, end, data_start, arrive)),
-        critical_path=critical_path(plan, start, end, cause_kind, cause_id, inject, arrive),
+        critical_path=critical_path(plan, p, start, end, cause_kind, cause_id, inject, arrive),
     )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from waferflow.backend_sim.costs import ComputeModel, roofline_ps
+from waferflow.backend_sim.costs import ComputeModel, compute_ps
 from waferflow.errors import ConfigError
 
 
@@ -13,11 +13,12 @@ class SimConfig:
     """``packet_bytes`` overrides the wafer's packet size (``flow.packet_bytes``, or
     ``DEFAULT_PACKET_BYTES`` without flow control). ``route_order`` is the
     dimension order of default routes. ``compute`` gives each actor's duration in
-    picoseconds (roofline by default)."""
+    picoseconds (by default ``compute_ps``: the wafer's core model, or the roofline
+    when it has none)."""
 
     packet_bytes: int | None = None
     route_order: str = "xy"
-    compute: ComputeModel = roofline_ps
+    compute: ComputeModel = compute_ps
     verify: bool = True  # verify the plan against the wafer first
 
     def __post_init__(self) -> None:

@@ -23,6 +23,7 @@ from collections import deque
 from dataclasses import dataclass
 from heapq import heappop, heappush
 
+from waferflow.backend_sim.memory import MemoryRun
 from waferflow.backend_sim.network import Prepared
 from waferflow.errors import PlanError
 
@@ -38,6 +39,7 @@ CAUSE_NONE = 0  # at time zero
 CAUSE_ACTOR = 1  # the previous actor on the core finished (id = that actor)
 CAUSE_MESSAGE = 2  # an input message arrived (id = the message)
 CAUSE_BUFFER = 3  # an output buffer was freed by a delivery (id = the message)
+CAUSE_MEMORY = 4  # memory was freed ([memory] model), so it could be admitted
 
 
 @dataclass(slots=True)
@@ -54,18 +56,22 @@ class RawRun:
     occ_start: list[list[int]]  # per message, per hop: first packet starts on the link
     occ_end: list[list[int]]  # per message, per hop: last packet leaves the link
     events: int
+    mem_peak: list[int] | None = None  # per plan core, bytes ([memory] model only)
+    mem_log: list[tuple[int, list[tuple[int, int]]]] | None = None  # per core: (ps, +-bytes)
 
 
 def run(p: Prepared) -> RawRun:
     n_act = len(p.dur)
     n_msg = len(p.msg_src)
-    n_core = len(p.cores)
+    n_core = len(p.order)
     fl = p.flow
     nbuf = fl.buffers_per_core
-    max_st = fl.max_streams
     handshake = fl.handshake
     retry = fl.retry_ps
-    streams = max_st > 0
+    cap = p.stream_cap  # per core; 0 = unlimited
+    streams = fl.max_streams > 0
+    lead = p.msg_lead
+    members = p.lead_members
 
     dur = p.dur
     actor_ci = p.actor_ci
@@ -122,10 +128,15 @@ def run(p: Prepared) -> RawRun:
     msg_src_ci = [actor_ci[msg_src[m]] for m in range(n_msg)]
     msg_dst_ci = [actor_ci[msg_dst[m]] for m in range(n_msg)]
     req_at = [0] * n_msg  # when the first req reached the destination
+    out_left = [0] * n_msg  # per broadcast (first message): members not yet delivered
     out_used = [0] * n_core
     in_used = [0] * n_core
     out_wait: list[deque[int]] = [deque() for _ in range(n_core)]
     in_wait: list[deque[int]] = [deque() for _ in range(n_core)]
+
+    mem = MemoryRun(p, p.mem) if p.mem is not None else None
+    admitted = mem.admitted if mem is not None else []
+    parked: list[list[int]] = [[] for _ in range(n_act)] if mem is not None else []
 
     free = [0] * p.n_links  # when each link finishes its last reserved packet
     heap: list[tuple] = []
@@ -144,6 +155,8 @@ def run(p: Prepared) -> RawRun:
             return
         a = oc[i]
         if pending[a]:
+            return
+        if mem is not None and not admitted[a]:
             return
         if needs_buf[a]:
             if bufs_free[ci] == 0:
@@ -169,7 +182,8 @@ def run(p: Prepared) -> RawRun:
         """Message m asks its destination for an incoming stream at t."""
         if streams:
             d = msg_dst_ci[m]
-            if in_used[d] >= max_st:
+            c = cap[d]
+            if c and in_used[d] >= c:
                 in_wait[d].append(m)
                 return
             in_used[d] += 1
@@ -186,7 +200,59 @@ def run(p: Prepared) -> RawRun:
         else:
             request_in(m, t)
 
+    def stream_out(m: int, t: int) -> None:
+        """Broadcast (or lone message) m has its outgoing stream: every member goes."""
+        group = members.get(m)
+        if group is None:
+            out_left[m] = 1
+            go_out(m, t)
+        else:
+            out_left[m] = len(group)
+            for x in group:
+                go_out(x, t)
+
+    def resend_at(m: int, t: int) -> int:
+        """The first resent req of waiting message m at or after t."""
+        if handshake and retry > 0:
+            r0 = req_at[m]
+            return r0 + -(-(t - r0) // retry) * retry
+        return t
+
+    def launch(m: int, t: int) -> None:
+        """Message (or broadcast) m is ready to go: take an outgoing stream, or queue.
+        With a memory model it first waits (holding no stream) until every destination
+        is admitted: it has nowhere to land before."""
+        if mem is not None:
+            for x in members.get(m, (m,)):
+                if not admitted[msg_dst[x]]:
+                    parked[msg_dst[x]].append(m)
+                    return
+        if streams:
+            s_ci = msg_src_ci[m]
+            c = cap[s_ci]
+            if c and out_used[s_ci] >= c:
+                out_wait[s_ci].append(m)
+            else:
+                out_used[s_ci] += 1
+                stream_out(m, t)
+        else:
+            for x in members.get(m, (m,)):
+                go_out(x, t)
+
+    def admit(ci: int, t: int) -> None:
+        """Admit what memory and the window allow on core ci; launch their messages."""
+        assert mem is not None
+        mem.now = t
+        for a in mem.admit(ci, -1 if running[ci] else ptr[ci]):
+            waiting = parked[a]
+            if waiting:
+                parked[a] = []
+                for m in waiting:
+                    launch(m, t)
+
     for ci in range(n_core):
+        if mem is not None:
+            admit(ci, 0)
         try_start(ci, 0, CAUSE_NONE, -1)
 
     while heap:
@@ -254,15 +320,12 @@ def run(p: Prepared) -> RawRun:
                     data_start[m] = t
                     arrive[m] = t
                     pending[msg_dst[m]] -= 1
-                elif streams:
-                    s_ci = msg_src_ci[m]
-                    if out_used[s_ci] >= max_st:
-                        out_wait[s_ci].append(m)
-                    else:
-                        out_used[s_ci] += 1
-                        go_out(m, t)
-                else:
-                    go_out(m, t)
+                elif lead[m] == m:  # a broadcast goes with its first message
+                    launch(m, t)
+            if mem is not None:
+                mem.now = t
+                mem.on_end(a)
+                admit(ci, t)
             try_start(ci, t, CAUSE_ACTOR, a)
         elif hop == _ARRIVE:
             arrive[m] = t
@@ -270,28 +333,32 @@ def run(p: Prepared) -> RawRun:
             pending[d] -= 1
             if streams:
                 s_ci = msg_src_ci[m]
-                out_used[s_ci] -= 1
-                if out_wait[s_ci]:
-                    out_used[s_ci] += 1
-                    go_out(out_wait[s_ci].popleft(), t)
+                L = lead[m]
+                out_left[L] -= 1
+                if out_left[L] == 0:  # the last of its broadcast: the stream is free
+                    out_used[s_ci] -= 1
+                    if out_wait[s_ci]:
+                        out_used[s_ci] += 1
+                        stream_out(out_wait[s_ci].popleft(), t)
                 d_ci = msg_dst_ci[m]
                 in_used[d_ci] -= 1
                 if in_wait[d_ci]:
                     in_used[d_ci] += 1
                     m2 = in_wait[d_ci].popleft()
-                    if handshake and retry > 0:
-                        # the waiting producer resends req every `retry`; the next one wins
-                        r0 = req_at[m2]
-                        tg = r0 + -(-(t - r0) // retry) * retry
-                    else:
-                        tg = t
-                    grant(m2, tg)
+                    # the waiting producer resends req every `retry`; the next one wins
+                    grant(m2, resend_at(m2, t))
             src = msg_src[m]
             rem_out[src] -= 1
             if rem_out[src] == 0 and needs_buf[src]:
                 s_ci = msg_src_ci[m]
                 bufs_free[s_ci] += 1
                 try_start(s_ci, t, CAUSE_BUFFER, m)
+            if mem is not None:
+                s_ci = msg_src_ci[m]
+                mem.now = t
+                mem.on_delivered(src)
+                admit(s_ci, t)
+                try_start(s_ci, t, CAUSE_MEMORY, -1)
             if pending[d] == 0:
                 try_start(msg_dst_ci[m], t, CAUSE_MESSAGE, m)
         else:  # _REQ
@@ -299,9 +366,13 @@ def run(p: Prepared) -> RawRun:
 
     if ended < n_act:
         stuck = [a for a in range(n_act) if end[a] < 0][:5]
+        why = ""
+        if mem is not None:
+            short = [x for x in (mem.stuck(ci) for ci in range(len(p.cores))) if x]
+            why = f"; memory: {'; '.join(short[:3])}" if short else ""
         raise PlanError(
             f"simulation stopped with {n_act - ended} actor(s) never run (e.g. {stuck}); "
-            "the plan deadlocks"
+            f"the plan deadlocks{why}"
         )
     return RawRun(
         start=start,
@@ -314,4 +385,6 @@ def run(p: Prepared) -> RawRun:
         occ_start=occ_start,
         occ_end=occ_end,
         events=seq,
+        mem_peak=mem.peak_bytes() if mem is not None else None,
+        mem_log=mem.events() if mem is not None else None,
     )

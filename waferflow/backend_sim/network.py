@@ -9,7 +9,8 @@ on big wafers; links are numbered in the order messages first use them.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from waferflow.backend_sim.config import SimConfig
 from waferflow.backend_sim.costs import (
@@ -20,6 +21,9 @@ from waferflow.backend_sim.costs import (
 )
 from waferflow.errors import PlanError
 from waferflow.ir.plan import Plan, verify_plan
+
+if TYPE_CHECKING:
+    from waferflow.backend_sim.memory import MemPlan
 from waferflow.ir.target.wafer import Coord, LinkSpec, Wafer
 from waferflow.mapper.routing import adjacent, link_is_dead, route
 
@@ -68,7 +72,13 @@ def flow_params(wafer: Wafer, config: SimConfig) -> FlowParams:
 
 @dataclass(slots=True)
 class Prepared:
-    """Flat, index-addressed description of one simulation (all times in ps)."""
+    """Flat, index-addressed description of one simulation (all times in ps).
+
+    With a host (``backend_sim.host``) the arrays go on past the plan's: one more
+    local core (the host), its two actors (the source of what it streams in, the sink
+    of what it receives) and the host transfers as messages on links of their own.
+    ``cores`` lists the plan's cores only; the ``n_plan_*`` counts say where the
+    plan's part of each array ends."""
 
     cores: tuple[int, ...]  # global core id of each local core index
     actor_ci: list[int]
@@ -87,6 +97,17 @@ class Prepared:
     link_dst: list[int]
     link_d2d: list[bool]
     flow: FlowParams
+    # per message: the broadcast it belongs to, as its first message's id (itself when
+    # alone); per first message: every message of its broadcast (one stream serves them)
+    msg_lead: list[int] = field(default_factory=list)
+    lead_members: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    stream_cap: list[int] = field(default_factory=list)  # per local core (0: unlimited)
+    msg_bytes: list[int] = field(default_factory=list)  # payload per message
+    msg_last_use: list[int] = field(default_factory=list)  # last reader of a receive buffer
+    mem: MemPlan | None = None  # the wafer's [memory] model (backend_sim.memory)
+    n_plan_actors: int = 0
+    n_plan_msgs: int = 0
+    n_plan_links: int = 0
 
     @property
     def n_links(self) -> int:
@@ -208,7 +229,15 @@ def prepare(plan: Plan, wafer: Wafer, config: SimConfig) -> Prepared:
             msg_lat[m.id] = (lat_on,) * h
         msg_links[m.id] = links
         msg_npk[m.id] = n
-    return Prepared(
+    lead = list(range(n_msgs))
+    members: dict[int, list[int]] = {}
+    first: dict[tuple[int, int], int] = {}
+    for m in plan.messages:
+        if m.bcast >= 0 and not msg_local[m.id]:
+            L = first.setdefault((m.src_actor, m.bcast), m.id)
+            lead[m.id] = L
+            members.setdefault(L, []).append(m.id)
+    prepared = Prepared(
         cores=cores,
         actor_ci=actor_ci,
         dur=dur,
@@ -226,7 +255,24 @@ def prepare(plan: Plan, wafer: Wafer, config: SimConfig) -> Prepared:
         link_dst=link_dst,
         link_d2d=link_d2d,
         flow=flow,
+        msg_lead=lead,
+        lead_members={L: tuple(ids) for L, ids in members.items() if len(ids) > 1},
+        stream_cap=[flow.max_streams] * len(cores),
+        msg_bytes=[m.bytes for m in plan.messages],
+        msg_last_use=[m.last_use for m in plan.messages],
+        n_plan_actors=len(actors),
+        n_plan_msgs=n_msgs,
+        n_plan_links=len(link_src),
     )
+    if wafer.host is not None and plan.host:
+        from waferflow.backend_sim.host import add_host
+
+        add_host(prepared, plan, wafer)
+    if wafer.memory is not None:
+        from waferflow.backend_sim.memory import plan_memory
+
+        prepared.mem = plan_memory(prepared, plan, wafer.memory, wafer.sram_bytes)
+    return prepared
 
 
 def _check_route(wafer: Wafer, mid: int, path: list[int]) -> None:

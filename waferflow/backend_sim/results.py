@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import heapq
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -89,6 +90,9 @@ class SimResult:
     link_occupancy: tuple[tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]], ...] = field(
         repr=False, default=()
     )
+    # with the wafer's memory model ([memory]): per core id, its allocations and frees
+    # as (ps, +-bytes), in the order they happened (empty without one)
+    memory_log: tuple[tuple[int, tuple[tuple[int, int], ...]], ...] = field(repr=False, default=())
 
     # -- headline numbers ----------------------------------------------------------------
     @property
@@ -142,6 +146,15 @@ class SimResult:
             if c.core == core:
                 return c
         raise KeyError(f"core {core} runs no actor in plan {self.plan.name!r}")
+
+    def memory_rate(self, cores: Sequence[int] | None = None) -> float:
+        """The mean over ``cores`` (default: every core that runs actors) of each core's
+        peak memory as a share of its SRAM: the seed machine's "average maximum
+        allocation rate" when ``cores`` are those of its conv layers."""
+        w = self.wafer
+        stats = [self.core_stat(c) for c in cores] if cores is not None else list(self.cores)
+        rates = [c.peak_mem_bytes / w.core_sram_bytes(c.coord) for c in stats]
+        return sum(rates) / len(rates) if rates else 0.0
 
     def waits(self) -> list[Wait]:
         """The gaps each core spent waiting before an actor: for an input from another

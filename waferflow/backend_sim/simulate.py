@@ -45,13 +45,16 @@ def _link_loads(plan: Plan, p: Prepared) -> tuple[list[int], list[int]]:
 
 
 def _assemble(plan: Plan, wafer: Wafer, p: Prepared, raw: RawRun) -> SimResult:
-    step = max(raw.end, default=0)
+    step = max(raw.end, default=0)  # the host's sink included: it has received everything
     n_msg = len(plan.messages)
+    n_act = len(plan.actors)
     queue = tuple(
         0 if p.msg_local[m] else raw.arrive[m] - raw.data_start[m] - uncontended_transit(p, m)
         for m in range(n_msg)
     )
-    peaks = peak_memory(plan, p, raw.start, raw.end, raw.data_start, raw.arrive)
+    peaks = raw.mem_peak
+    if peaks is None:
+        peaks = peak_memory(plan, p, raw.start, raw.end, raw.data_start, raw.arrive)
     comp, comm, idle = core_breakdown(p, step, raw.start, raw.end, raw.cause_kind)
     cols = wafer.cols
     n_per_core = [len(ids) for ids in p.order]
@@ -70,29 +73,31 @@ def _assemble(plan: Plan, wafer: Wafer, p: Prepared, raw: RawRun) -> SimResult:
     link_bytes, link_busy = _link_loads(plan, p)
     ideal = sum(ideal_compute_ps(a, wafer) for a in plan.actors)
     util = ideal / (step * len(p.cores)) if step and p.cores else 0.0
+    n_links = p.n_plan_links
     return SimResult(
         plan=plan,
         wafer=wafer,
         step_time_ps=step,
-        actor_start_ps=tuple(raw.start),
-        actor_end_ps=tuple(raw.end),
-        msg_inject_ps=tuple(raw.inject),
-        msg_data_start_ps=tuple(raw.data_start),
-        msg_arrive_ps=tuple(raw.arrive),
+        actor_start_ps=tuple(raw.start[:n_act]),
+        actor_end_ps=tuple(raw.end[:n_act]),
+        msg_inject_ps=tuple(raw.inject[:n_msg]),
+        msg_data_start_ps=tuple(raw.data_start[:n_msg]),
+        msg_arrive_ps=tuple(raw.arrive[:n_msg]),
         msg_queueing_ps=queue,
-        msg_hops=tuple(len(links) for links in p.msg_links),
+        msg_hops=tuple(len(links) for links in p.msg_links[:n_msg]),
         cores=cores,
-        link_src=tuple(p.link_src),
-        link_dst=tuple(p.link_dst),
-        link_bytes=tuple(link_bytes),
-        link_busy_ps=tuple(link_busy),
-        link_d2d=tuple(p.link_d2d),
+        link_src=tuple(p.link_src[:n_links]),
+        link_dst=tuple(p.link_dst[:n_links]),
+        link_bytes=tuple(link_bytes[:n_links]),
+        link_busy_ps=tuple(link_busy[:n_links]),
+        link_d2d=tuple(p.link_d2d[:n_links]),
         critical_path=critical_path(
-            plan, raw.start, raw.end, raw.cause_kind, raw.cause_id, raw.inject, raw.arrive
+            plan, p, raw.start, raw.end, raw.cause_kind, raw.cause_id, raw.inject, raw.arrive
         ),
         flop_utilisation=util,
         events=raw.events,
         packet_hops=p.packet_hops(),
+        memory_log=tuple((c, tuple(ev)) for c, ev in raw.mem_log or ()),
         link_occupancy=tuple(
             (p.msg_links[m], tuple(raw.occ_start[m]), tuple(raw.occ_end[m])) for m in range(n_msg)
         ),

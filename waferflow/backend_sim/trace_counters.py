@@ -94,14 +94,19 @@ def link_loads(
 
 
 def memory_peaks(result: SimResult, edges: np.ndarray) -> dict[int, np.ndarray]:
-    """Per core that runs actors: the most bytes live in each bin."""
-    resident, deltas = memory_events(
-        result.plan,
-        result.actor_start_ps,
-        result.actor_end_ps,
-        result.msg_data_start_ps,
-        result.msg_arrive_ps,
-    )
+    """Per core that runs actors: the most bytes live in each bin (as the wafer's memory
+    model allocated them, when it has one)."""
+    if result.memory_log:
+        resident = {c: 0 for c, _ in result.memory_log}
+        deltas = {c: list(ev) for c, ev in result.memory_log}
+    else:
+        resident, deltas = memory_events(
+            result.plan,
+            result.actor_start_ps,
+            result.actor_end_ps,
+            result.msg_data_start_ps,
+            result.msg_arrive_ps,
+        )
     bins = len(edges) - 1
     out: dict[int, np.ndarray] = {}
     for core in sorted(resident):

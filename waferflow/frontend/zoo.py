@@ -5,7 +5,8 @@ Specs:
 - ``hf:<name>``: a Hugging Face transformer from a config in code (``zoo_hf``):
   gpt2, gpt2-medium, gpt2-tiny, llama-7b, llama-tiny, bert-base, bert-tiny,
   vit-base, vit-tiny.
-- ``cnn:amcoda`` (the AMCoDA seed CNN) and ``cnn:resnet-tiny`` (``zoo_cnn``).
+- ``cnn:amcoda`` (the AMCoDA seed CNN), ``cnn:amcoda4`` (a 4-conv CNN for the seed
+  machine) and ``cnn:resnet-tiny`` (``zoo_cnn``).
 - ``path/to/file.py:factory``: the file is imported by path and ``factory``
   called under ``torch.device("meta")`` (with ``batch=`` / ``seq=`` if given and
   if it takes them). It returns a ``ModelBundle``; or ``(module, example_inputs)``
@@ -64,6 +65,12 @@ _CNN: dict[str, _CNNSpec] = {
         (16, 56, 56),
         32,
         "AMCoDA seed CNN: 3 conv (16-16-32-32, 3x3) + ReLU, 7x7 avg pool, fc 512->16",
+    ),
+    "amcoda4": _CNNSpec(
+        zoo_cnn.AmcodaCNN4,
+        (8, 32, 32),
+        32,
+        "a 4-conv CNN for the seed machine: 8x32x32, 5x5 / 3x3 s2 / 3x3 / 1x1 conv, fc 1024->10",
     ),
     "resnet-tiny": _CNNSpec(
         zoo_cnn.ResNetTiny,

@@ -10,18 +10,19 @@ from torch import nn
 class AmcodaCNN(nn.Module):
     """The CNN of the AMCoDA paper: 16x56x56 in, three 3x3 convolutions with ReLU
     (16->16 s1, 16->32 s2, 32->32 s1, padding 1), a 7x7 / stride 7 average pool
-    (28x28 -> 4x4), and a fully connected layer 512 -> 16."""
+    (28x28 -> 4x4), and a fully connected layer 512 -> 16. No biases: the seed's ALU
+    has none (its CONV and FC ops take an input and a weight only)."""
 
     def __init__(self, in_channels: int = 16, num_classes: int = 16) -> None:
         super().__init__()
-        self.conv1 = nn.Conv2d(in_channels, 16, 3, stride=1, padding=1)
+        self.conv1 = nn.Conv2d(in_channels, 16, 3, stride=1, padding=1, bias=False)
         self.relu1 = nn.ReLU()
-        self.conv2 = nn.Conv2d(16, 32, 3, stride=2, padding=1)
+        self.conv2 = nn.Conv2d(16, 32, 3, stride=2, padding=1, bias=False)
         self.relu2 = nn.ReLU()
-        self.conv3 = nn.Conv2d(32, 32, 3, stride=1, padding=1)
+        self.conv3 = nn.Conv2d(32, 32, 3, stride=1, padding=1, bias=False)
         self.relu3 = nn.ReLU()
         self.pool = nn.AvgPool2d(7, stride=7)
-        self.fc = nn.Linear(32 * 4 * 4, num_classes)
+        self.fc = nn.Linear(32 * 4 * 4, num_classes, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.relu1(self.conv1(x))
@@ -29,6 +30,33 @@ class AmcodaCNN(nn.Module):
         x = self.relu3(self.conv3(x))
         x = self.pool(x)
         return self.fc(torch.flatten(x, 1))
+
+
+class AmcodaCNN4(nn.Module):
+    """A 4-conv CNN the seed never ran, for checking the seed machine beyond its own
+    model: 8x32x32 in; 5x5 / 3x3 stride 2 / 3x3 / 1x1 convolutions (16-32-32-64
+    channels, padding 2 / 1 / 1 / 0) with ReLU, a 4x4 / stride 4 average pool
+    (16x16 -> 4x4), a fully connected layer 1024 -> 10. No biases, as on the seed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(8, 16, 5, stride=1, padding=2, bias=False)
+        self.relu1 = nn.ReLU()
+        self.conv2 = nn.Conv2d(16, 32, 3, stride=2, padding=1, bias=False)
+        self.relu2 = nn.ReLU()
+        self.conv3 = nn.Conv2d(32, 32, 3, stride=1, padding=1, bias=False)
+        self.relu3 = nn.ReLU()
+        self.conv4 = nn.Conv2d(32, 64, 1, stride=1, padding=0, bias=False)
+        self.relu4 = nn.ReLU()
+        self.pool = nn.AvgPool2d(4, stride=4)
+        self.fc = nn.Linear(64 * 4 * 4, 10, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.relu1(self.conv1(x))
+        x = self.relu2(self.conv2(x))
+        x = self.relu3(self.conv3(x))
+        x = self.relu4(self.conv4(x))
+        return self.fc(torch.flatten(self.pool(x), 1))
 
 
 class BasicBlock(nn.Module):

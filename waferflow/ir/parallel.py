@@ -65,7 +65,9 @@ class GraphParallel:
     """The plan a graph is sharded for. ``plan`` is the plan's text (parsed by
     ``waferflow.parallel``); the degrees repeat what the IR itself needs to check
     shardings. ``ranks`` is the ranks of one stage (``dp x tp``, or ``ways`` for a
-    per-layer pattern, whose dp and tp share the ranks)."""
+    per-layer pattern, whose dp and tp share the ranks). ``reshard``: a value crossing
+    from one stage to another is resharded by the transfers themselves (a per-layer
+    plan, whose stages have ranks of their own), so no collective converts it."""
 
     plan: str
     wafer: str
@@ -77,6 +79,7 @@ class GraphParallel:
     level: ParallelLevel = ParallelLevel.SHARDED
     zero: int = 0  # ZeRO stage: 3 keeps parameters only as their dp shard (``stored_shard``)
     ep: int = 1  # expert-parallel ranks (a batch axis that also splits the experts)
+    reshard: bool = False
 
     def degree(self, axis: MeshAxis) -> int:
         return {MeshAxis.DP: self.dp, MeshAxis.TP: self.tp, MeshAxis.MB: self.mb,

@@ -18,7 +18,8 @@ _AXES: dict[str, MeshAxis] = {a.value: a for a in MeshAxis}
 _MODES: dict[str, MbMode] = {m.value: m for m in MbMode}
 _LEVELS: dict[str, ParallelLevel] = {lv.value: lv for lv in ParallelLevel}
 _GRAPH_PAR_INTS = ("dp", "tp", "mb", "pp", "ranks")
-_GRAPH_PAR_KEYS = ("plan", "wafer", *_GRAPH_PAR_INTS, "level", "ep", "zero")
+_BOOLS = {"true": True, "false": False}
+_GRAPH_PAR_KEYS = ("plan", "wafer", *_GRAPH_PAR_INTS, "level", "reshard", "ep", "zero")
 _OP_PAR_KEYS = ("stage", "mb", "in", "div", "stats", "on")
 
 
@@ -95,6 +96,8 @@ class ParallelClauses:
                 return self.string_of(tok)
             if key == "level":
                 return _LEVELS[self.expect_word(_LEVELS, "level")[1]]  # type: ignore[arg-type]
+            if key == "reshard":
+                return self.expect_word(_BOOLS, "true or false")[1] == "true"
             value = self.expect_int(key)
             if key == "zero":
                 if value not in (0, 1, 2, 3):

@@ -22,6 +22,15 @@ from waferflow.errors import ParseError, PlanError, VerificationError
 from waferflow.ir.dtypes import DType
 from waferflow.ir.graph import Phase
 from waferflow.ir.opkind import OpKind
+from waferflow.ir.plan_parts import (
+    HostTransfer,
+    OpWork,
+    host_doc,
+    host_from,
+    verify_uses,
+    work_doc,
+    work_from,
+)
 from waferflow.ir.target.wafer import Wafer
 
 PLAN_FORMAT = "waferflow.plan"
@@ -30,7 +39,9 @@ PLAN_VERSION = 1
 
 @dataclass(frozen=True, slots=True)
 class Actor:
-    """One op (or op shard) bound to one core; runs once per step."""
+    """One op (or op shard) bound to one core; runs once per step. ``work`` lists its
+    datapath passes (``OpWork``), one per op (more for an op that computes several
+    results in turn, such as a convolution's input and weight gradients)."""
 
     id: int
     name: str
@@ -47,6 +58,7 @@ class Actor:
     stage: int = 0  # pipeline stage
     microbatch: int = 0
     layer: str = ""
+    work: tuple[OpWork, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +69,11 @@ class Message:
     the simulator's default routing (dimension-order with detours). ``holds`` is False
     when the consumer recomputes the value instead of reading the producer's buffer
     (activation recompute): the producer's buffer is then not kept for it (JSON writes
-    the field only when False)."""
+    the field only when False). Messages of one producer with the same ``bcast`` >= 0
+    carry the same data to several cores (a broadcast: one outgoing stream serves
+    them all). ``last_use`` is the last actor on the destination core that reads the
+    data, which keeps the received buffer until it ends (-1: the destination actor
+    itself). JSON writes both only when set."""
 
     id: int
     src_actor: int
@@ -65,12 +81,15 @@ class Message:
     bytes: int
     route: tuple[int, ...] | None = None
     holds: bool = True
+    bcast: int = -1
+    last_use: int = -1
 
 
 @dataclass(frozen=True, slots=True)
 class Plan:
     """An actor program. ``order`` lists, per core (sorted by core id), the ids of the
-    actors that core runs, in execution order."""
+    actors that core runs, in execution order. ``host`` lists what the host streams in
+    and receives (empty when the plan was made for a wafer without a host)."""
 
     name: str
     wafer_name: str
@@ -79,6 +98,7 @@ class Plan:
     order: tuple[tuple[int, tuple[int, ...]], ...]
     notes: tuple[str, ...] = ()
     source: str = ""  # what produced the plan (a pass name, "hand", ...)
+    host: tuple[HostTransfer, ...] = ()
 
     @staticmethod
     def build(
@@ -90,6 +110,7 @@ class Plan:
         *,
         notes: Sequence[str] = (),
         source: str = "",
+        host: Sequence[HostTransfer] = (),
     ) -> Plan:
         """Make a plan; ``order=None`` runs each core's actors in id order."""
         if order is None:
@@ -105,6 +126,7 @@ class Plan:
             order=tuple(sorted((int(c), tuple(ids)) for c, ids in order.items())),
             notes=tuple(notes),
             source=source,
+            host=tuple(host),
         )
 
     def order_of(self, core: int) -> tuple[int, ...]:
@@ -181,6 +203,7 @@ def verify_plan(plan: Plan, wafer: Wafer | None = None) -> None:
                     f"to core {dst_core} (the endpoints' cores)"
                 )
     _verify_order(plan)
+    verify_uses(plan)
     _verify_acyclic(plan)
     if wafer is not None:
         _verify_fits(plan, wafer)
@@ -291,6 +314,7 @@ def _actor_doc(a: Actor) -> dict[str, Any]:
         "stage": a.stage,
         "microbatch": a.microbatch,
         "layer": a.layer,
+        **({"work": [work_doc(w) for w in a.work]} if a.work else {}),
     }
 
 
@@ -302,6 +326,8 @@ def _message_doc(m: Message) -> dict[str, Any]:
         "bytes": m.bytes,
         "route": None if m.route is None else list(m.route),
         **({} if m.holds else {"holds": False}),
+        **({"bcast": m.bcast} if m.bcast != -1 else {}),
+        **({"last_use": m.last_use} if m.last_use != -1 else {}),
     }
 
 
@@ -334,6 +360,8 @@ def plan_to_json(plan: Plan) -> str:
 
     block("actors", [_dump(_actor_doc(a)) for a in plan.actors])
     block("messages", [_dump(_message_doc(m)) for m in plan.messages])
+    if plan.host:
+        block("host", [_dump(host_doc(h)) for h in plan.host])
     block("order", [_dump({"core": c, "actors": list(ids)}) for c, ids in plan.order], True)
     lines.append("}")
     return "\n".join(lines) + "\n"
@@ -379,7 +407,11 @@ def plan_from_json(text: str, *, source: str = "<json>") -> Plan:
         if not all(isinstance(x, int) and not isinstance(x, bool) for x in ids):
             raise VerificationError(f"{source}: {where}.actors must be a list of ints")
         order.append((core, tuple(ids)))
-    plan = Plan(name, wafer_name, actors, messages, tuple(order), tuple(notes), plan_source)
+    host = tuple(
+        host_from(d, f"host[{i}]", source)
+        for i, d in enumerate(_field(doc, "host", list, source, default=[]))
+    )
+    plan = Plan(name, wafer_name, actors, messages, tuple(order), tuple(notes), plan_source, host)
     verify_plan(plan)
     return plan
 
@@ -432,6 +464,10 @@ def _actor_from(d: Any, where: str, source: str) -> Actor:
         stage=_field(d, "stage", int, source, where, default=0),
         microbatch=_field(d, "microbatch", int, source, where, default=0),
         layer=_field(d, "layer", str, source, where, default=""),
+        work=tuple(
+            work_from(w, f"{where}.work[{j}]", source)
+            for j, w in enumerate(_field(d, "work", list, source, where, default=[]))
+        ),
         **ints,
     )
 
@@ -453,6 +489,8 @@ def _message_from(d: Any, where: str, source: str) -> Message:
         bytes=_field(d, "bytes", int, source, where),
         route=None if route is None else tuple(route),
         holds=_field(d, "holds", bool, source, where, default=True),
+        bcast=_field(d, "bcast", int, source, where, default=-1),
+        last_use=_field(d, "last_use", int, source, where, default=-1),
     )
 
 
@@ -469,7 +507,9 @@ __all__ = [
     "PLAN_FORMAT",
     "PLAN_VERSION",
     "Actor",
+    "HostTransfer",
     "Message",
+    "OpWork",
     "Plan",
     "load_plan",
     "plan_from_json",

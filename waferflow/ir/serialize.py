@@ -60,7 +60,7 @@ _VERSIONS = (1, 2)
 _TOP_KEYS = ("format", "version", "name", "ops", "outputs", "parallel")
 _OP_KEYS = ("kind", "operands", "results", "attrs", "phase", "prov", "cost", "par")
 _RESULT_KEYS = ("name", "dtype", "shape", "sharding")
-_GRAPH_PAR_KEYS = ("plan", "wafer", "dp", "tp", "mb", "pp", "ranks", "level", "ep", "zero")
+_GRAPH_PAR_KEYS = ("plan", "wafer", "dp", "tp", "mb", "pp", "ranks", "level", "reshard", "ep", "zero")
 _OP_PAR_KEYS = ("stage", "mode", "inputs", "divided", "stats", "region")
 _PROV_KEYS = ("module", "aten")
 _COST_KEYS = ("flops", "bytes_read", "bytes_written")
@@ -169,6 +169,7 @@ def graph_to_json(graph: Graph) -> dict[str, Any]:
         doc["parallel"] = {
             "plan": gp.plan, "wafer": gp.wafer, "dp": gp.dp, "tp": gp.tp, "mb": gp.mb,
             "pp": gp.pp, "ranks": gp.ranks, "level": gp.level.value,
+            **({"reshard": True} if gp.reshard else {}),
         }  # fmt: skip
         if gp.zero:
             doc["parallel"]["zero"] = gp.zero
@@ -315,7 +316,10 @@ def _decode_graph_parallel(raw: Any, path: str) -> GraphParallel:
     zero = raw.get("zero", 0)
     if not _is_int(zero) or zero not in (0, 1, 2, 3):
         raise GraphFormatError(f"{path}.zero", f"expected a ZeRO stage 0..3, found {zero!r}")
-    return GraphParallel(plan, wafer, level=level, zero=zero, **ints)
+    reshard = raw.get("reshard", False)
+    if not isinstance(reshard, bool):
+        raise GraphFormatError(f"{path}.reshard", f"expected true or false, found {reshard!r}")
+    return GraphParallel(plan, wafer, level=level, reshard=reshard, zero=zero, **ints)
 
 
 def _decode_sharding(raw: Any, path: str) -> Sharding:

@@ -8,7 +8,9 @@ problem, each naming the op in the user's terms (module path and ATen op):
   splits name a dimension of the value and an axis of degree > 1;
 * **partial sums**: a reduction never consumes a partial value (it must be reduced
   first); once collectives are inserted (level ``collectives``) no operand differs
-  from what its op needs along ``dp`` or ``tp`` (the collective is missing), no graph
+  from what its op needs along ``dp`` or ``tp`` (the collective is missing; in a
+  plan that reshards between stages, ``reshard``, an operand from another stage may:
+  the transfer converts it), no graph
   output is partial along ``dp`` or ``tp``, and each collective's ``src`` / ``dst``
   match its operand and result;
 * **stages**: a forward op never uses a forward value of a later stage (values flow
@@ -17,8 +19,9 @@ problem, each naming the op in the user's terms (module path and ATen op):
   micro-batch nor a sum over the micro-batches (along ``mb`` a sum accumulates in
   place, for an op run once after them), and an op run once before them never reads
   per-micro-batch values; micro-batches are never gathered;
-* **regions** (once placed): one per stage, shared by its ops, one core per rank,
-  no core in two stages.
+* **regions** (once placed): one per stage, shared by its ops, one core per rank
+  (at most ``ranks`` when the plan reshards between stages: a per-layer plan's
+  stages have their own widths), no core in two stages.
 """
 
 from __future__ import annotations
@@ -137,6 +140,8 @@ class _Checker:
     ) -> None:
         if not needs_conversion(v, axis, have, want):
             return
+        if self.gp.reshard and axis is not MeshAxis.MB and self.crosses(op, v):
+            return  # the transfer between the two stages reshards it
         if axis is MeshAxis.MB:
             per_mb = op.par is not None and op.par.mode is MbMode.PER_MB
             if isinstance(have, Partial) and isinstance(want, Replicated) and not per_mb:
@@ -159,6 +164,14 @@ class _Checker:
             f"uses %{v.name}, {what} along {axis.value}, as {placement_word(want)}: "
             f"the collective that converts it is missing (run insert-collectives)",
         )  # fmt: skip
+
+    @staticmethod
+    def crosses(op: Op, v: Value) -> bool:
+        """Whether ``op`` reads ``v`` from another stage."""
+        prod = root_value(v).producer
+        if prod is None or prod.par is None or op.par is None:
+            return False
+        return prod.par.stage != op.par.stage
 
     def check_stage(self, index: int, op: Op, v: Value) -> None:
         prod = v.producer
@@ -241,7 +254,8 @@ class _Checker:
             if not par.region:
                 self.add(index, op, "no region (on=[...]) while other ops are placed")
                 continue
-            if len(par.region) != self.gp.ranks:
+            n = len(par.region)  # a plan that reshards between stages: widths of their own
+            if n > self.gp.ranks or (n < self.gp.ranks and not self.gp.reshard):
                 self.add(
                     index, op, f"region has {len(par.region)} core(s) for {self.gp.ranks} ranks"
                 )

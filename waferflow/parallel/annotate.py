@@ -20,7 +20,7 @@ from waferflow.ir.sharding import MeshAxis, Partial, Placement, Replicated, Spli
 from waferflow.ir.target.wafer import Wafer
 from waferflow.parallel.build import classify_modes
 from waferflow.parallel.layout import Layout
-from waferflow.parallel.plan_spec import ParallelPlan, parse_plan
+from waferflow.parallel.plan_spec import ParallelPlan, StageCut, parse_plan
 from waferflow.parallel.propagate import OpSharding, ShardingResult
 from waferflow.parallel.stages import StageAssignment
 
@@ -39,7 +39,8 @@ def annotate(
     graph.parallel = GraphParallel(
         plan=str(plan), wafer=view, dp=mesh.degree(MeshAxis.DP),
         tp=mesh.degree(MeshAxis.TP), mb=mesh.degree(MeshAxis.MB), pp=plan.pp,
-        ranks=plan.ranks_per_stage, level=level, zero=plan.zero, ep=mesh.degree(MeshAxis.EP),
+        ranks=plan.ranks_per_stage, level=level, reshard=plan.cut is StageCut.LAYER,
+        zero=plan.zero, ep=mesh.degree(MeshAxis.EP),
     )  # fmt: skip
     for v in graph.values():
         v.sharding = sharding.of(v)
@@ -108,8 +109,10 @@ def sharding_from_ir(graph: Graph, plan: ParallelPlan) -> ShardingResult:
 
 
 def stages_from_ir(graph: Graph, plan: ParallelPlan) -> StageAssignment:
+    from waferflow.parallel.per_layer import widths_of  # per_layer imports stages
+
     stage_of = {op: op.par.stage for op in graph.ops if op.par is not None}
-    return StageAssignment(plan.pp, (), (), stage_of, ())
+    return StageAssignment(plan.pp, (), (), stage_of, (), widths_of(graph, plan))
 
 
 def plan_of(graph: Graph) -> ParallelPlan:

@@ -9,7 +9,14 @@
   messages (they order nothing the core order does not, but let the simulator keep
   the producer's buffer until its last local use);
 * sources (weights, optimizer state, inputs) are resident: counted once per core, in
-  ``mem_bytes`` of the first actor there that uses them.
+  ``mem_bytes`` of the first actor there that uses them. On a wafer with a host
+  (``Wafer.host``) the host streams each of them to that actor (``Plan.host``, with
+  its last reader on the core), and receives the step's results;
+* in a per-layer plan a value crossing from one stage to the next is resharded by
+  the transfers themselves (``redistribute``): a piece sent to several cores is a
+  broadcast (``Message.bcast``), partial sums are added by the consumer (an ADD pass
+  before its own work); a received value is kept until its last reader on the core
+  (``Message.last_use``).
 
 ``ActorMeta`` keeps, per actor, the buffers it produces and uses, for
 ``plan-memory``.
@@ -25,19 +32,21 @@ from waferflow.ir.dtypes import DType
 from waferflow.ir.graph import Op, Phase, Value
 from waferflow.ir.opkind import VIEWS, OpKind
 from waferflow.ir.parallel import reads_value, stored_shard
-from waferflow.ir.plan import Actor, Message, Plan
-from waferflow.ir.sharding import MeshAxis, shard_shape
+from waferflow.ir.plan import Actor, HostTransfer, Message, OpWork, Plan
+from waferflow.ir.sharding import MeshAxis, Replicated, shard_shape
 from waferflow.ir.target.wafer import Wafer
+from waferflow.ir.work import op_work
 from waferflow.mapper.collectives import Algorithm
 from waferflow.parallel.build import ActorSpec, CollInstance, Item, MbMode, Program
 from waferflow.parallel.collective_lowering import KIND_OF, ScheduleCache, expand, wire
 from waferflow.parallel.plan_spec import CollectiveAlgo
+from waferflow.parallel.redistribute import Region
 from waferflow.parallel.shardcost import instance_degrees, op_cost, share, value_bytes
 from waferflow.parallel.shift import is_shift, reads_shift
 from waferflow.parallel.stages import layer_key, root_value
+from waferflow.parallel.transfers import BufKey, Transfers
 
 K = OpKind
-BufKey = tuple[str, int, int]  # (value name, rank, instance); instance -2: an accumulator
 
 
 @dataclass
@@ -88,13 +97,14 @@ class _A:
     stage: int = 0
     microbatch: int = 0
     layer: str = ""
+    work: list[OpWork] = field(default_factory=list)
 
 
 def assemble(prog: Program, wafer: Wafer, algo: CollectiveAlgo | None = None) -> Assembled:
     return _Assembler(prog, wafer, algo or prog.plan.algo).run()
 
 
-class _Assembler:
+class _Assembler(Transfers):
     def __init__(self, prog: Program, wafer: Wafer, algo: CollectiveAlgo) -> None:
         self.p = prog
         self.wafer = wafer
@@ -102,6 +112,9 @@ class _Assembler:
         self.acts: list[_A] = []
         self.meta: list[ActorMeta] = []
         self.msgs: list[tuple[int, int, int, bool]] = []  # src, dst, bytes, holds
+        self.bcast: dict[int, int] = {}  # message -> broadcast group (same data, many cores)
+        self.last_use: dict[int, int] = {}  # message -> last actor on its core reading it
+        self.host: list[HostTransfer] = []
         self.compute_id: list[int] = []
         # per collective instance: per member: its step actors, and its final actor
         self.coll_steps: dict[int, list[list[int]]] = {}
@@ -125,14 +138,19 @@ class _Assembler:
         self._data_messages(order)
         self._residency(order)
         actors = [
-            Actor(id=i, **{k: getattr(a, k) for k in _FIELDS}) for i, a in enumerate(self.acts)
+            Actor(id=i, work=tuple(a.work), **{k: getattr(a, k) for k in _FIELDS})
+            for i, a in enumerate(self.acts)
         ]
-        messages = [Message(i, s, d, b, holds=h) for i, (s, d, b, h) in enumerate(self.msgs)]
+        messages = [
+            Message(i, s, d, b, holds=h, bcast=self.bcast.get(i, -1),
+                    last_use=self.last_use.get(i, -1))
+            for i, (s, d, b, h) in enumerate(self.msgs)
+        ]  # fmt: skip
         notes = [f"parallel plan {self.p.plan} of @{self.p.graph.name}",
                  f"layout: {self.p.layout.kind}"]  # fmt: skip
         plan = Plan.build(
             f"{self.p.graph.name}[{self.p.plan}]", self.wafer.name, actors, messages, order,
-            notes=notes, source="parallel-lowering",
+            notes=notes, source="parallel-lowering", host=self.host,
         )  # fmt: skip
         recs = [
             CollectiveRecord(n, k, ax, al, r, b, c)
@@ -154,8 +172,10 @@ class _Assembler:
             res_sh = [p.sharding.of(r) for r in op.results]
             f, br, bw = op_cost(op, osh, res_sh, p.mesh, spec.rank, spec.instance, per_mb)
             deg = instance_degrees(p.mesh, per_mb)
-            for r, s in zip(op.results, res_sh, strict=True):
-                nbytes = value_bytes(r, s, deg)
+            reads = [value_bytes(v, s, deg) for v, s in zip(op.operands, osh.inputs, strict=True)]
+            writes = [value_bytes(r, s, deg) for r, s in zip(op.results, res_sh, strict=True)]
+            a.work.extend(op_work(op, reads, writes, f))
+            for r, nbytes in zip(op.results, writes, strict=True):
                 acc = per_mb and r.name in p.accumulators
                 key: BufKey = (r.name, spec.rank, -2 if acc else spec.instance)
                 # an accumulated sum is a gradient unless the step returns it (the loss)
@@ -168,6 +188,8 @@ class _Assembler:
                     )
                     br += 2 * nbytes
                     bw += nbytes
+                    a.work.append(OpWork(K.ADD, nbytes // r.type.dtype.itemsize,
+                                         (nbytes, nbytes), (nbytes,)))  # fmt: skip
                 if self._used_outside(r, in_group):
                     a.out_bytes += nbytes
             a.flops += f
@@ -199,6 +221,8 @@ class _Assembler:
                 a, name=f"{a.name}.k{j}", flops=share(a.flops, n, j),
                 bytes_read=share(a.bytes_read, n, j), bytes_written=share(a.bytes_written, n, j),
                 out_bytes=a.out_bytes if j == n - 1 else 0,
+                work=[OpWork(w.kind, share(w.flops, n, j), tuple(share(r, n, j) for r in w.reads),
+                             tuple(share(x, n, j) for x in w.writes)) for w in a.work],
             )  # fmt: skip
             self.acts.append(piece)
             self.meta.append(meta if j == n - 1 else ActorMeta(meta.block))
@@ -293,7 +317,11 @@ class _Assembler:
         hops = _span(ci.cores, self.wafer.cols)
         link = self.wafer.link
 
-        def new(member: int, label: str, got: int, reduced: int) -> int:
+        pieces: dict[tuple[int, int], list[int]] = {}  # (member, step) -> bytes received
+        for step, _, dst, nbytes in ex.transfers:
+            pieces.setdefault((dst, step), []).append(nbytes)
+
+        def new(member: int, step: int, label: str, got: int, reduced: int) -> int:
             rank = ci.ranks[member]
             self.step_need[len(self.acts)] = got / link.bandwidth + hops * link.latency
             a = _A(f"{name}.r{rank}.{label}", ci.cores[member], flops=reduced // itemsize,
@@ -301,6 +329,11 @@ class _Assembler:
                    dtype=v0.type.dtype if v0.type.dtype.is_float else DType.F32,
                    phase=op.phase, op_kind=op.kind, module=op.prov.module,
                    stage=ci.stage, microbatch=mb, layer=layer_key(op.prov.module))  # fmt: skip
+            got_pieces = pieces.get((member, step), [])
+            if got_pieces:  # copy what arrived, or add it into this rank's own buffer
+                own = max(got_pieces)
+                reads = (*got_pieces, own) if reduced else tuple(got_pieces)
+                a.work.append(OpWork(op.kind, a.flops, reads, (own,) if reduced else (got,)))
             self.acts.append(a)
             meta = ActorMeta(str(ci.block))
             meta.uses.extend(k for _, k in deps[member])
@@ -312,8 +345,8 @@ class _Assembler:
         final = wire(
             ex,
             entries,
-            lambda i, j, got, red: new(i, f"t{j}", got, red),
-            lambda i: new(i, "start", 0, 0),
+            lambda i, j, got, red: new(i, j, f"t{j}", got, red),
+            lambda i: new(i, -1, "start", 0, 0),
             lambda s, d, b: self.msgs.append((s, d, b, True)),
         )
         gathers_param = op.kind is K.ALL_GATHER and stored_shard(
@@ -444,10 +477,11 @@ class _Assembler:
 
     def _data_messages(self, order: dict[int, list[int]]) -> None:
         spec_of = {aid: spec for spec, aid in zip(self.p.actors, self.compute_id, strict=True)}
-        sent: set[tuple[int, str, int]] = set()
+        sent: dict[tuple[int, str, int], int] = {}  # (src, value, core) -> message
         local: set[tuple[int, int]] = set()
         core_of = [a.core for a in self.acts]
         recompute = self.p.plan.recompute
+        groups: dict[tuple[int, str, Region], list[int]] = {}  # same piece to many cores
         for core in sorted(order):
             for aid in order[core]:
                 spec = spec_of.get(aid)
@@ -463,17 +497,24 @@ class _Assembler:
                         prod = root_value(v).producer
                         if prod is not None and id(prod) in in_group:
                             continue
-                        for src, key, nbytes in self._producers(
-                            op, v, spec.rank, spec.instance, per_mb
-                        ):
+                        found = self._pieces(op, i, spec, per_mb)
+                        sums: dict[Region, list[int]] = {}
+                        for src, key, nbytes, region, partial in found:
                             if src == aid:
                                 continue
                             meta.uses.append(key)
+                            if partial:
+                                sums.setdefault(region, []).append(nbytes)
                             if core_of[src] != core:
                                 meta.received.setdefault(key, nbytes)
-                                if (src, key[0], core) not in sent:
-                                    sent.add((src, key[0], core))
-                                    self.msgs.append((src, aid, nbytes, True))
+                                m = sent.get((src, key[0], core))
+                                if m is not None:
+                                    self.last_use[m] = aid
+                                    continue
+                                m = sent[(src, key[0], core)] = len(self.msgs)
+                                self.msgs.append((src, aid, nbytes, True))
+                                if region:
+                                    groups.setdefault((src, key[0], region), []).append(m)
                             elif (src, aid) not in local:
                                 local.add((src, aid))
                                 # with recompute a backward actor rebuilds the forward
@@ -484,17 +525,30 @@ class _Assembler:
                                     and meta.block.startswith("B")
                                 )
                                 self.msgs.append((src, aid, 0, holds))
+                        for parts in sums.values():
+                            if len(parts) > 1:  # the consumer adds the partial sums first
+                                self._add_pass(aid, v, parts)
+        for ids in groups.values():
+            if len(ids) > 1:
+                for m in ids:
+                    self.bcast[m] = ids[0]
 
     def _residency(self, order: dict[int, list[int]]) -> None:
         spec_of = {aid: spec for spec, aid in zip(self.p.actors, self.compute_id, strict=True)}
+        host = self.wafer.host is not None
         for core in sorted(order):
             first: dict[str, tuple[int, int, str]] = {}
+            # what the host streams in: per source, or per micro-batch of a source split
+            # along mb (a batch input): (first reader, bytes), and the last reader
+            sent: dict[tuple[str, int], tuple[int, int]] = {}
+            last_user: dict[tuple[str, int], int] = {}
             for aid in order[core]:
                 spec = spec_of.get(aid)
                 if spec is None:
                     continue
                 for op in spec.group.ops:
                     osh = self.p.sharding.ops[op]
+                    per_mb = self.p.info[op].mode is MbMode.PER_MB
                     for v, s in zip(op.operands, osh.inputs, strict=True):
                         root = root_value(v)
                         src = root.producer
@@ -505,9 +559,27 @@ class _Assembler:
                         have = first.get(root.name)
                         if have is None or have[1] < nbytes:
                             first[root.name] = (have[0] if have else aid, nbytes, cat)
+                        if not host:
+                            continue
+                        inst = -1
+                        if per_mb and not isinstance(s.get(MeshAxis.MB), Replicated):
+                            inst = spec.instance
+                            nbytes = value_bytes(v, s, instance_degrees(self.p.mesh, True))
+                        key = (root.name, inst)
+                        last_user[key] = aid
+                        got = sent.get(key)
+                        if got is None or got[1] < nbytes:
+                            sent[key] = (got[0] if got else aid, nbytes)
             for name, (aid, nbytes, cat) in first.items():
                 self.acts[aid].mem_bytes += nbytes
                 self.meta[aid].resident.append((name, nbytes, cat))
+            for (name, _), (aid, nbytes) in sent.items():
+                last = last_user[(name, _)]
+                self.host.append(
+                    HostTransfer(aid, nbytes, name, last_use=-1 if last == aid else last)
+                )
+        if host:
+            self._host_outputs()
 
 
 def _span(cores: tuple[int, ...], cols: int) -> int:

@@ -435,10 +435,9 @@ def build_program(
                    position={id(op): i for i, op in enumerate(graph.ops)},
                    gradients=_gradient_values(graph))  # fmt: skip
     prog.accumulators = _accumulators(graph, info, sharding)
-    ranks = mesh.size
     coll_index: dict[tuple[int, int, str, int, tuple[int, ...]], int] = {}
     for s in range(plan.pp):
-        for r in range(ranks):
+        for r in range(stages.width(s, mesh.size)):
             core = layout.core(s, r)
             items = prog.items.setdefault(core, [])
             dp_idx = mesh.index(r, MeshAxis.DP)

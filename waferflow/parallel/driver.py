@@ -19,6 +19,7 @@ from waferflow.ir.opkind import OpKind
 from waferflow.ir.parallel import ParallelLevel
 from waferflow.ir.plan import Plan, verify_plan
 from waferflow.ir.target.wafer import Wafer
+from waferflow.parallel import per_layer
 from waferflow.parallel.annotate import (
     annotate,
     annotate_layout,
@@ -67,6 +68,11 @@ class ParallelState:
     records: list[CollectiveRecord] = field(default_factory=list)
     memory: MemoryReport | None = None
     diagnostics: list[str] = field(default_factory=list)
+
+    @property
+    def ranks(self) -> int:
+        """Cores the plan runs on (stages of different widths counted exactly)."""
+        return sum(self.stages.widths) if self.stages.widths else self.plan.num_ranks
 
 
 @dataclass(frozen=True)
@@ -133,23 +139,24 @@ def parallelize(graph: Graph, wafer: Wafer, spec: ParallelPlan | str) -> Paralle
             f"graph @{graph.name} is already parallelised for plan {graph.parallel.plan!r}; "
             "parallelize a graph without a parallel(...) header"
         )
-    plan = parse_plan(spec)
-    if plan.num_ranks > wafer.num_alive:
+    plan = per_layer.resolve(graph, parse_plan(spec))
+    ranks, shape = per_layer.needed_ranks(graph, plan)
+    if ranks > wafer.num_alive:
         raise PlanError(
-            f"plan {plan} needs {plan.num_ranks} cores ({plan.ranks_per_stage} per stage x "
-            f"pp={plan.pp}) but wafer {wafer.name!r} has {wafer.num_alive} alive cores"
+            f"plan {plan} needs {ranks} cores ({shape}) but wafer {wafer.name!r} has "
+            f"{wafer.num_alive} alive cores"
         )
-    span = choose_span(wafer, plan)
+    span = choose_span(wafer, plan, ranks)
     wafer, plan = span.view, replace(plan, span=span.span)
-    if plan.num_ranks > wafer.num_alive:
+    if ranks > wafer.num_alive:
         raise PlanError(
-            f"plan {plan} needs {plan.num_ranks} cores ({plan.ranks_per_stage} per stage x "
-            f"pp={plan.pp}) but wafer {wafer.name!r} has {wafer.num_alive} alive cores"
+            f"plan {plan} needs {ranks} cores ({shape}) but wafer {wafer.name!r} has "
+            f"{wafer.num_alive} alive cores"
         )
     batch = batch_size(graph, plan)
     if plan.layers and batch % plan.ways:
         raise PlanError(f"ways={plan.ways} does not divide the batch {batch}")
-    modes = layer_modes(graph, plan)
+    modes = {**layer_modes(graph, plan), **per_layer.layer_ops(graph, plan)}
     if plan.ep > 1 and not any(op.kind is OpKind.MOE_DISPATCH for op in graph.ops):
         raise PlanError(
             f"plan {plan}: ep={plan.ep} deals out the experts of a mixture-of-experts model, "
@@ -193,16 +200,20 @@ def insert(graph: Graph, state: ParallelState) -> None:
 
 def default_layout(state: ParallelState) -> Layout:
     plan = state.plan
-    return strip_layout(state.wafer, plan.pp, plan.ranks_per_stage, plan.mesh().dims[-1])
+    return strip_layout(
+        state.wafer, plan.pp, plan.ranks_per_stage, plan.mesh().dims[-1],
+        widths=state.stages.widths,
+    )  # fmt: skip
 
 
 def schedule(graph: Graph, state: ParallelState, layout: Layout | None = None) -> Program:
     """Actors and per-core orders on ``layout`` (default: the strips), whose cores are
     written onto the ops' regions."""
     plan = state.plan
+    widths = state.stages.widths
     if layout is None:
         layout = default_layout(state)
-    layout.check(state.wafer, plan.pp, plan.ranks_per_stage)
+    layout.check(state.wafer, plan.pp, plan.ranks_per_stage, widths=widths)
     state.layout = layout
     annotate_layout(graph, layout)
     for note in decide_shifts(graph, plan, state.sharding, state.wafer, layout):
@@ -308,7 +319,7 @@ def make_result(
         diagnostics=tuple(state.diagnostics),
         model_flops=model_flops,
         wafer=state.wafer,
-        span_note=state.span.describe(state.plan.num_ranks) if state.span else "",
+        span_note=state.span.describe(state.ranks) if state.span else "",
     )
 
 

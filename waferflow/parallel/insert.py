@@ -13,6 +13,10 @@ partial -> split        ``reduce_scatter``
 split -> other split    ``all_to_all``
 ======================  ==================  ===========================================
 
+In a per-layer plan (``cut=layer``) a conversion between two stages gets no op: each
+rank of the consuming stage receives the pieces it needs straight from the ranks
+that hold them (``waferflow.parallel.redistribute``), summing partial sums itself.
+
 Attributes: ``axis`` (dp / tp), ``src`` / ``dst`` (the placements, as text) and, for
 ``reduce``, ``root=0``. Consumers that need the same conversion of the same value
 share one collective; a consumer needing several axes gets a chain (dp first, then
@@ -49,7 +53,7 @@ from waferflow.ir.sharding import (
     Split,
     map_split_permute,
 )
-from waferflow.parallel.plan_spec import GradReduce, ParallelPlan
+from waferflow.parallel.plan_spec import GradReduce, ParallelPlan, StageCut
 from waferflow.parallel.propagate import Conversion, OpSharding, ShardingResult
 from waferflow.parallel.rules_basic import permutation
 from waferflow.parallel.stages import StageAssignment, layer_key, root_value
@@ -129,6 +133,14 @@ def conversions_from_ir(graph: Graph) -> list[Conversion]:
     return out
 
 
+def crosses_stages(c: Conversion, stages: StageAssignment, plan: ParallelPlan) -> bool:
+    """Whether conversion ``c`` (of an op's operand) is between two stages of a per-layer
+    plan, where no collective spans both and the messages reshard the value."""
+    if plan.cut is not StageCut.LAYER or c.op is None:
+        return False
+    return stages.stage_of.get(c.op) != _stage_of_value(stages, c.op.operands[c.operand])
+
+
 def insert_collectives(
     graph: Graph, sharding: ShardingResult, stages: StageAssignment, plan: ParallelPlan
 ) -> list[InsertedCollective]:
@@ -138,6 +150,8 @@ def insert_collectives(
 
     by_use: dict[tuple[Op | None, int], list[Conversion]] = {}
     for c in conversions_from_ir(graph):
+        if c.op is not None and crosses_stages(c, stages, plan):
+            continue  # between the stages of a per-layer plan: the transfer itself reshards
         by_use.setdefault((c.op, c.operand), []).append(c)
     made: dict[tuple, Value] = {}
     inserted: list[InsertedCollective] = []

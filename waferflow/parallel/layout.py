@@ -12,7 +12,8 @@ fills the same table:
   the nodes of a coarse view short of cores while the rest is enough
   (``Wafer.nodes_below``, ``CAPACITY_TIERS``);
 * when strips do not fit the wafer, ranks follow a boustrophedon walk of the alive
-  cores, stage after stage.
+  cores, stage after stage; so do the ranks of a plan whose stages have different
+  numbers of ranks (``cut=layer``).
 """
 
 from __future__ import annotations
@@ -41,12 +42,14 @@ class Layout:
     def all_cores(self) -> list[int]:
         return [c for stage in self.cores for c in stage]
 
-    def check(self, wafer: Wafer, pp: int, ranks: int) -> None:
-        """Raise PlanError unless every (stage, rank) has its own alive core."""
-        if len(self.cores) != pp or any(len(s) != ranks for s in self.cores):
+    def check(self, wafer: Wafer, pp: int, ranks: int, widths: tuple[int, ...] = ()) -> None:
+        """Raise PlanError unless every (stage, rank) has its own alive core; a stage has
+        ``ranks`` ranks, or ``widths[stage]`` when given."""
+        want = list(widths) if widths else [ranks] * pp
+        if [len(s) for s in self.cores] != want:
+            shape = f"{pp} stage(s) of {ranks} rank(s)" if not widths else f"stages of {want}"
             raise PlanError(
-                f"layout lists {[len(s) for s in self.cores]} ranks per stage; the plan has "
-                f"{pp} stage(s) of {ranks} rank(s)"
+                f"layout lists {[len(s) for s in self.cores]} ranks per stage; the plan has {shape}"
             )
         flat = self.all_cores()
         if len(set(flat)) != len(flat):
@@ -71,9 +74,14 @@ def snake(wafer: Wafer) -> list[int]:
     return snake_cores(wafer)
 
 
-def strip_layout(wafer: Wafer, pp: int, ranks: int, width: int) -> Layout:
+def strip_layout(
+    wafer: Wafer, pp: int, ranks: int, width: int, widths: tuple[int, ...] = ()
+) -> Layout:
     """The default layout (module docstring); ``width`` is the tensor-parallel degree
-    (the size of the innermost mesh dimension)."""
+    (the size of the innermost mesh dimension). ``widths``: ranks per stage when the
+    stages differ (a per-layer plan): they follow the snake, stage after stage."""
+    if widths and len(set(widths)) > 1:
+        return _snake_widths(wafer, widths)
     need = pp * ranks
     if need > wafer.num_alive:
         raise PlanError(
@@ -93,6 +101,21 @@ def strip_layout(wafer: Wafer, pp: int, ranks: int, width: int) -> Layout:
     skip = skips[0] if skips else frozenset()
     order = [c for c in snake(wafer) if wafer.coord(c) not in skip]
     return Layout(tuple(tuple(order[s * ranks : (s + 1) * ranks]) for s in range(pp)), "snake")
+
+
+def _snake_widths(wafer: Wafer, widths: tuple[int, ...]) -> Layout:
+    need = sum(widths)
+    if need > wafer.num_alive:
+        raise PlanError(
+            f"the plan needs {need} cores (stages of {'+'.join(map(str, widths))} rank(s)) but "
+            f"wafer {wafer.name!r} has {wafer.num_alive} alive; use a bigger wafer"
+        )
+    order = snake(wafer)
+    out: list[tuple[int, ...]] = []
+    for w in widths:
+        out.append(tuple(order[:w]))
+        order = order[w:]
+    return Layout(tuple(out), "snake")
 
 
 def _strips(

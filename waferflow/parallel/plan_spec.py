@@ -14,13 +14,18 @@ Keys (``_`` and ``-`` are interchangeable; ``mb`` is short for ``microbatches``)
                       of ``ring``, ``biring``, ``mesh2d``, ``tree``, ``direct``, ``root``
 ``recompute``         ``true``: drop activations after the forward, recompute them
 ``layers``            per-layer pattern, one letter per layer: ``d`` data, ``t`` tensor,
-                      ``r`` replicated (every rank runs the whole layer); needs ``ways``
+                      ``r`` replicated (every rank runs the whole layer), ``s`` single
+                      (one rank runs it); needs ``ways``
 ``ways``              degree of the per-layer pattern (the ranks of a stage)
 ``group``             actor granularity: ``module`` (default), ``layer`` or ``op``
 ``overlap``           ``true`` (default): interleave gradient reduction with the backward
 ``span``              each rank runs on a ``span x span`` block of the wafer's nodes:
                       ``auto`` (default; the largest block that leaves room for every
                       rank, so the plan uses the whole wafer) or an integer >= 1
+``cut``               how the forward pass is cut into ``pp`` stages: ``balanced``
+                      (default: contiguous, the slowest stage as fast as possible) or
+                      ``layer`` (one stage per layer, ``pp`` = the number of layers;
+                      without ``pp`` (or with 0 or 1) it is taken from the model)
 ``zero``              ZeRO stage over ``dp`` (0, the default: none): 1 shards the
                       optimizer state, 2 also the gradients, 3 also the parameters
                       (``waferflow.parallel.zero``)
@@ -32,6 +37,17 @@ Keys (``_`` and ``-`` are interchangeable; ``mb`` is short for ``microbatches``)
                       multiplying (Cannon / T10), ``auto`` the cheaper of the two per
                       matmul (``waferflow.parallel.shift``)
 ====================  ====================================================================
+
+The seed machine's plans are spelled as the seed spells them, and mean the same on
+every wafer (``waferflow.parallel.per_layer``):
+
+* ``pipe``: one stage per layer on one core each: ``cut=layer,schedule=gpipe``;
+* ``gpipe=M``: the same with ``M`` micro-batches (``microbatches=M``);
+* ``layers=ddt,ways=4``, a pattern with fewer letters than the model has layers with
+  weights: one stage per layer, the given letters for the first layers, every later
+  layer (and the unweighted ones after them: pool, loss) on one rank (``s``),
+  gradients reduced to replica 0 (``grad-reduce=root,algo=root``), GPipe. Resolved
+  against the model, it prints as the explicit form (``cut=layer,layers=ddts,...``).
 
 ``span`` is how a plan of a few hundred ranks uses a wafer of thousands of nodes: the
 plan is built on ``wafer.coarsen(span)``, whose node is one rank's block (its compute
@@ -85,6 +101,14 @@ class LayerMode(Enum):
     DATA = "d"
     TENSOR = "t"
     REPLICATE = "r"
+    SINGLE = "s"  # one rank runs the whole layer
+
+
+class StageCut(Enum):
+    """How the forward pass is cut into pipeline stages."""
+
+    BALANCED = "balanced"
+    LAYER = "layer"
 
 
 class Granularity(Enum):
@@ -98,6 +122,10 @@ class Granularity(Enum):
 SPAN_AUTO = 0  # ``span=auto``: chosen from the wafer (``waferflow.parallel.span``)
 
 _ALIASES = {"mb": "microbatches", "m": "microbatches", "micro_batches": "microbatches"}
+
+# the seed machine's plan words: what each implies (``gpipe=M`` also sets microbatches)
+_SEED_WORDS = {"pipe": {"cut": "layer", "schedule": "gpipe"},
+               "gpipe": {"cut": "layer", "schedule": "gpipe"}}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -115,6 +143,7 @@ class ParallelPlan:
     group: Granularity = Granularity.MODULE
     overlap: bool = True
     span: int = SPAN_AUTO
+    cut: StageCut = StageCut.BALANCED
     # --- memory sharding and expert parallelism (ZeRO, mixture of experts) ----------
     zero: int = 0
     ep: int = 1
@@ -123,15 +152,18 @@ class ParallelPlan:
     def __post_init__(self) -> None:
         for name in ("dp", "tp", "pp", "microbatches", "ways", "ep"):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise PlanError(f"plan: {name} must be an integer >= 1, got {v!r}")
+            # pp=0 with cut=layer: one stage per layer of the model, counted when applied
+            low = 0 if name == "pp" and self.cut is StageCut.LAYER else 1
+            if isinstance(v, bool) or not isinstance(v, int) or v < low:
+                raise PlanError(f"plan: {name} must be an integer >= {low}, got {v!r}")
         if isinstance(self.span, bool) or not isinstance(self.span, int) or self.span < 0:
             raise PlanError(f"plan: span must be 'auto' or an integer >= 1, got {self.span!r}")
         bad = sorted(set(self.layers) - {m.value for m in LayerMode})
         if bad:
             raise PlanError(
                 f"plan: layers={self.layers!r} has letter(s) {', '.join(map(repr, bad))}; use "
-                "d (data parallel), t (tensor parallel) or r (replicated), one per layer"
+                "d (data parallel), t (tensor parallel), r (replicated) or s (single rank), "
+                "one per layer"
             )
         if self.layers and (self.dp > 1 or self.tp > 1):
             raise PlanError(
@@ -175,7 +207,9 @@ class ParallelPlan:
 
     @property
     def num_ranks(self) -> int:
-        return self.ranks_per_stage * self.pp
+        """Ranks of ``pp`` stages of ``ranks_per_stage`` (an upper bound when a
+        per-layer plan has stages on one rank; ``StageAssignment.widths`` is exact)."""
+        return self.ranks_per_stage * max(self.pp, 1)
 
     def mesh(self) -> Mesh:
         if self.layers:
@@ -325,9 +359,20 @@ def parse_plan(text: str | ParallelPlan) -> ParallelPlan:
     if not isinstance(text, str):
         raise PlanError(f"plan must be a string like 'dp=2,tp=4', got {type(text).__name__}")
     values: dict[str, Any] = {}
+    implied: dict[str, str] = {}
     for item in (t for t in text.replace(";", ",").split(",") if t.strip()):
         key, eq, raw = item.partition("=")
         name = _norm_key(key)
+        if name in _SEED_WORDS:  # pipe, gpipe=M
+            implied.update(_SEED_WORDS[name])
+            if name == "gpipe":
+                if not eq:
+                    raise PlanError("plan: gpipe needs a number of micro-batches (gpipe=M)")
+                key, raw, name = "gpipe", raw, "microbatches"
+            elif eq:
+                raise PlanError(f"plan: pipe takes no value, got {item.strip()!r}")
+            else:
+                continue
         if name not in _FIELDS:
             known = ", ".join(f.replace("_", "-") for f in _FIELDS)
             raise PlanError(f"plan: unknown key {key.strip()!r} in {text!r}; known keys: {known}")
@@ -339,6 +384,15 @@ def parse_plan(text: str | ParallelPlan) -> ParallelPlan:
         if name in values:
             raise PlanError(f"plan: {key.strip()!r} is given twice in {text!r}")
         values[name] = _convert(key.strip(), raw, _FIELDS[name].default)
+    for name, raw in implied.items():
+        value = _convert(name, raw, _FIELDS[name].default)
+        if values.setdefault(name, value) != value:
+            raise PlanError(
+                f"plan: {text!r} asks for {name.replace('_', '-')}={_spell(values[name])}, but "
+                f"pipe / gpipe=M mean {name.replace('_', '-')}={raw}"
+            )
+    if values.get("cut") is StageCut.LAYER and "pp" not in values:
+        values["pp"] = 0  # one stage per layer, counted from the model
     return ParallelPlan(**values)
 
 
@@ -364,6 +418,7 @@ __all__ = [
     "Mesh",
     "ParallelPlan",
     "PipelineSchedule",
+    "StageCut",
     "parse_plan",
     "plan_grid",
 ]

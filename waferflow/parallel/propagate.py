@@ -12,7 +12,7 @@ One sweep in op order, one axis at a time (``mb``, then ``dp``, then ``tp``):
   *conversion*, which ``insert-collectives`` turns into a collective;
 * in per-layer patterns (``layers=ddt``) the ops of a ``d`` layer are replicated
   along ``tp`` and split along ``dp``, those of a ``t`` layer the other way round,
-  those of an ``r`` layer replicated along both (``dp`` and ``tp`` are then one
+  those of an ``r`` or ``s`` layer replicated along both (``dp`` and ``tp`` are then one
   physical axis: an op may use it one way only).
 
 Parameters still undecided at the end are replicated. The result is plain data
@@ -306,7 +306,7 @@ class _Engine:
 
     @staticmethod
     def _forced(mode: LayerMode | None, axis: MeshAxis) -> bool:
-        if mode is LayerMode.REPLICATE:
+        if mode is LayerMode.REPLICATE or mode is LayerMode.SINGLE:
             return axis is not MeshAxis.MB
         if mode is LayerMode.DATA:
             return axis is MeshAxis.TP

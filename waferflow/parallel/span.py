@@ -61,9 +61,10 @@ def strong_nodes(wafer: Wafer) -> int:
     return wafer.num_alive - len(wafer.nodes_below(STRONG))
 
 
-def choose_span(wafer: Wafer, plan: ParallelPlan) -> SpanChoice:
-    """Resolve ``plan.span`` on ``wafer`` (see the module docstring)."""
-    ranks = plan.num_ranks
+def choose_span(wafer: Wafer, plan: ParallelPlan, ranks: int | None = None) -> SpanChoice:
+    """Resolve ``plan.span`` on ``wafer`` (see the module docstring) for ``ranks``
+    ranks (default ``plan.num_ranks``)."""
+    ranks = plan.num_ranks if ranks is None else ranks
     if plan.span != SPAN_AUTO:
         return _explicit(wafer, plan.span, ranks)
     if wafer.topology is Topology.CROSSBAR:

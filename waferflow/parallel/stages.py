@@ -8,6 +8,8 @@
   unit costs the roofline time of its forward ops plus the backward ops of the same
   key, subject to each stage's estimated memory fitting one core (when no cut fits,
   the balanced cut is kept and ``plan-memory`` refuses the plan with the numbers).
+  With ``cut=layer`` each layer is a stage instead (``waferflow.parallel.per_layer``),
+  with its own number of ranks (``StageAssignment.widths``).
 * Backward and optimizer ops go to the stage that owns their key (the forward layer
   they differentiate / update); ops without a usable key (residual-gradient adds,
   the loss) follow their operands: a backward op joins the earliest stage among its
@@ -25,7 +27,7 @@ from waferflow.errors import PlanError
 from waferflow.ir.graph import Graph, Op, Phase, Value
 from waferflow.ir.opkind import MATMUL_LIKE, OPTIMIZER, SOURCES, VIEWS, OpKind
 from waferflow.ir.target.wafer import Wafer
-from waferflow.parallel.plan_spec import LayerMode, ParallelPlan
+from waferflow.parallel.plan_spec import LayerMode, ParallelPlan, StageCut
 
 K = OpKind
 
@@ -65,6 +67,10 @@ class StageAssignment:
     unit_stage: tuple[int, ...]
     stage_of: dict[Op, int]
     stage_cost_s: tuple[float, ...]  # estimated forward+backward seconds per stage
+    widths: tuple[int, ...] = ()  # ranks per stage when they differ (cut=layer); () = all alike
+
+    def width(self, stage: int, default: int) -> int:
+        return self.widths[stage] if self.widths else default
 
     def of(self, op: Op) -> int:
         return self.stage_of[op]
@@ -109,8 +115,9 @@ def layer_modes(graph: Graph, plan: ParallelPlan) -> dict[int, LayerMode]:
         listed = ", ".join(k or "(top level)" for k in keys)
         raise PlanError(
             f"layers={plan.layers!r} has {len(plan.layers)} letter(s) but @{graph.name} has "
-            f"{len(keys)} layer(s) with weights: {listed}; give one letter (d, t or r) per "
-            "layer, in this order"
+            f"{len(keys)} layer(s) with weights: {listed}; give one letter (d, t, r or s) per "
+            "layer, in this order (or fewer, for the seed machine's per-layer form: the "
+            "layers after them on one rank each)"
         )
     mode_of = dict(zip(keys, plan.layer_modes(), strict=True))
     out: dict[int, LayerMode] = {}
@@ -223,7 +230,16 @@ def assign_stages(graph: Graph, wafer: Wafer, plan: ParallelPlan) -> StageAssign
     if not units:
         raise PlanError(f"@{graph.name} has no forward ops to cut into pp={pp} stages")
     cost, mem = _unit_figures(graph, units, wafer, plan)
-    unit_stage = partition(cost, mem, pp, float(wafer.sram_bytes)) if pp > 1 else [0] * len(units)
+    widths: tuple[int, ...] = ()
+    if plan.cut is StageCut.LAYER:  # one stage per layer (waferflow.parallel.per_layer)
+        from waferflow.parallel.per_layer import layer_of_units, stage_letters, stage_widths
+
+        unit_stage = layer_of_units(graph, units)
+        widths = stage_widths(plan, stage_letters(graph, plan, units))
+    elif pp > 1:
+        unit_stage = partition(cost, mem, pp, float(wafer.sram_bytes))
+    else:
+        unit_stage = [0] * len(units)
     stage = [-1] * len(graph.ops)
     key_stages: dict[str, set[int]] = {}
     for unit, s in zip(units, unit_stage, strict=True):
@@ -246,7 +262,7 @@ def assign_stages(graph: Graph, wafer: Wafer, plan: ParallelPlan) -> StageAssign
     for c, s in zip(cost, unit_stage, strict=True):
         stage_cost[s] += c
     stage_of = {op: stage[i] for i, op in enumerate(graph.ops) if stage[i] >= 0}
-    return StageAssignment(pp, tuple(units), tuple(unit_stage), stage_of, tuple(stage_cost))
+    return StageAssignment(pp, tuple(units), tuple(unit_stage), stage_of, tuple(stage_cost), widths)
 
 
 def _follow(

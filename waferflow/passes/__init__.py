@@ -32,7 +32,7 @@ from waferflow.passes.pipeline import (
 )
 from waferflow.passes.registry import all_passes, get_pass, register_pass
 
-DEFAULT_PIPELINE = "canonicalize,dce,fuse-elementwise,annotate-cost"
+DEFAULT_PIPELINE = "canonicalize,dce,split-backward,fuse-elementwise,annotate-cost"
 
 
 def _import_pass_modules() -> None:

@@ -5,7 +5,7 @@ to put any graph through the simulator:
 
 * every op that is neither a source (input / param / buffer / constant) nor a view
   (``VIEWS``: it reads its operand in place) becomes one actor, with the op's cost,
-  phase, kind, dtype (its first result's) and module;
+  phase, kind, dtype (its first result's), module and datapath passes (``op_work``);
 * a view folds into its producer: a consumer of a view receives from the op that
   produced the viewed value (following chains of views), and the message carries the
   producer's whole result;
@@ -31,6 +31,7 @@ from waferflow.ir.graph import Graph, Op, Value
 from waferflow.ir.opkind import SOURCES, VIEWS
 from waferflow.ir.plan import Actor, Message, Plan
 from waferflow.ir.target.wafer import Wafer
+from waferflow.ir.work import op_work
 
 
 def snake_cores(wafer: Wafer) -> list[int]:
@@ -106,6 +107,12 @@ def lower_to_plan(graph: Graph, wafer: Wafer, *, name: str | None = None) -> Pla
             mem_bytes=mem[i],
             out_bytes=sum(r.type.nbytes for r in op.results),
             layer=op.prov.module,
+            work=op_work(
+                op,
+                [v.type.nbytes for v in op.operands],
+                [r.type.nbytes for r in op.results],
+                op.cost.flops,
+            ),
         )
         for i, op in enumerate(compute_ops)
     )

@@ -25,6 +25,7 @@ from waferflow.parallel.plan_spec import (
     MatmulAlgo,
     ParallelPlan,
     PipelineSchedule,
+    StageCut,
     parse_plan,
 )
 from waferflow.passes._parallel_ctx import store_state
@@ -57,6 +58,7 @@ class Parallelize(Pass):
     group: Granularity = option(Granularity.MODULE, "ops per actor: op, module or layer")
     overlap: bool = option(True, "interleave gradient reduction with the backward")
     span: int = option(SPAN_AUTO, "each rank runs on span x span nodes (0: auto)")
+    cut: StageCut = option(StageCut.BALANCED, "pipeline stages: balanced, or one per layer")
     zero: int = option(0, "ZeRO stage over dp: 1 optimizer state, 2 + gradients, 3 + parameters")
     ep: int = option(1, "expert-parallel ranks (mixture-of-experts models)")
     matmul: MatmulAlgo = option(
@@ -80,7 +82,7 @@ class Parallelize(Pass):
         wafer = ctx.require_wafer(self.name)
         state = parallelize(graph, wafer, self.spec())
         if state.span is not None and state.span.span > 1:
-            ctx.note(self.name, state.span.describe(state.plan.num_ranks))
+            ctx.note(self.name, state.span.describe(state.ranks))
             ctx.wafer = state.wafer  # later passes work on the view the plan runs on
         for note in state.diagnostics:
             ctx.warn(self.name, note)

@@ -9,7 +9,8 @@ block of k x k cores becomes one node. What scales, and why:
   (``Wafer.fine_rows`` / ``fine_cols``, 0 when k divides it) and every ragged node is
   listed in ``partial_cores`` with the fine cores it holds, so capacity, peak and SRAM
   scale exactly as for a partly dead node.
-* **compute, SRAM, SRAM bandwidth**: summed over the block, i.e. times k**2 per
+* **compute, SRAM, SRAM bandwidth** (and a core model's port bandwidth and op-group
+  rates): summed over the block, i.e. times k**2 per
   nominal node and times (alive fine cores) / k**2 of that on a partial node. On a
   healthy wafer the totals are preserved exactly, ragged or not.
 * **link bandwidth**: the cut between two neighbouring blocks is crossed by k fine
@@ -57,7 +58,7 @@ import random
 from typing import TYPE_CHECKING
 
 from waferflow.errors import ConfigError
-from waferflow.ir.target.parts import Coord, LinkSpec, Topology
+from waferflow.ir.target.parts import Coord, CoreModel, LinkSpec, Topology
 from waferflow.ir.target.validate import divisors
 
 if TYPE_CHECKING:
@@ -88,6 +89,7 @@ def coarsen(w: Wafer, k: int) -> Wafer:
         sram_bytes=w.sram_bytes * kk,
         sram_bandwidth=w.sram_bandwidth * kk,
         link=LinkSpec(w.link.bandwidth * k, w.link.latency * k),
+        core=_coarse_core(w, kk),
         die_rows=die_rows,
         die_cols=die_cols,
         d2d_link=d2d,
@@ -102,6 +104,16 @@ def coarsen(w: Wafer, k: int) -> Wafer:
     coarse = dataclasses.replace(coarse, dead_cores=dead, partial_cores=partial)
     dead_links = _dead_coarse_links(w, coarse, k)
     return dataclasses.replace(coarse, dead_links=dead_links) if dead_links else coarse
+
+
+def _coarse_core(w: Wafer, kk: int) -> CoreModel | None:
+    """A node's core model: its k x k cores' ports and rates side by side."""
+    c = w.core
+    if c is None:
+        return None
+    return dataclasses.replace(
+        c, port_bandwidth=c.port_bandwidth * kk, rates=tuple((g, r * kk) for g, r in c.rates)
+    )
 
 
 def view_name(name: str, factor: int) -> str:

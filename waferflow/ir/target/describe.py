@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from waferflow.ir.dtypes import DType
-from waferflow.ir.target.parts import FlowControl, LinkSpec
+from waferflow.ir.target.parts import CoreModel, FlowControl, LinkSpec, MemoryModel
 from waferflow.ir.target.units import fmt_bytes, fmt_count, fmt_si
 
 if TYPE_CHECKING:
@@ -43,6 +43,34 @@ def _flow(flow: FlowControl | None) -> str:
         f"{flow.packet_bytes} B packets + {flow.header_packets} header packet(s), {handshake}, "
         f"input buffers {buffers}, streams per core {streams}"
     )
+
+
+def _core(core: CoreModel | None, clock_hz: float) -> str:
+    if core is None:
+        return "roofline (max of FLOPs at peak and bytes at SRAM bandwidth)"
+    how = "reads, compute, writes overlap (max)" if core.overlap else "reads + compute + writes"
+    rates = ", ".join(
+        f"{g} {'no compute cycles' if r == float('inf') else f'{r / clock_hz:.6g} FLOP/cycle'}"
+        for g, r in core.rates
+    )
+    return (
+        f"per op: {how} + {core.fixed_cycles} cycle(s); {core.read_ports} read / "
+        f"{core.write_ports} write port(s) of {core.port_bandwidth / clock_hz:.6g} B/cycle"
+        + (f"; {rates}" if rates else "")
+    )
+
+
+def _memory(mem: MemoryModel | None) -> str:
+    if mem is None:
+        return "exact bytes from an actor's start; peaks reported"
+    blocks = f"blocks of {fmt_bytes(mem.block_bytes)}" if mem.block_bytes else "exact bytes"
+    ahead = (
+        f"buffers of the next {mem.lookahead} actors allocated ahead"
+        if mem.lookahead
+        else "buffers allocated at an actor's start"
+    )
+    fit = "first-fit, an actor waits for space" if mem.first_fit else "peaks reported"
+    return f"{blocks}, {ahead}, {fit}"
 
 
 def describe(w: Wafer) -> str:
@@ -93,6 +121,9 @@ def describe(w: Wafer) -> str:
         faults += f", {fmt_count(partly)} partly dead nodes"
     row("faults", faults)
     row("flow control", _flow(w.flow))
+    row("core", _core(w.core, w.clock_hz))
+    row("memory", _memory(w.memory))
+    row("host", "none" if w.host is None else _link(w.host, w.clock_hz) + " to every core")
     row("source", w.source or "(not given)")
     return "\n".join(lines)
 

@@ -35,6 +35,55 @@ class FlowControl:
     max_streams: int = 0  # concurrent in / out streams per core (memory ports); 0 = unlimited
 
 
+# Op groups whose compute rate a ``CoreModel`` may set (the names of ``opkind.GROUPS``).
+CORE_RATE_GROUPS: tuple[str, ...] = (
+    "matmul", "elementwise", "reduction", "normalization", "pooling", "movement",
+    "embedding", "loss", "optimizer", "collective",
+)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class CoreModel:
+    """How one core times one op (``[core]``; a wafer without it uses the roofline).
+
+    An actor runs its ops one *pass* at a time (``ir.plan.OpWork``). A pass reads its
+    operands through ``read_ports`` ports and writes its results through
+    ``write_ports`` ports, each moving ``port_bandwidth`` bytes/s; operands are spread
+    over the ports largest first, so with no more operands than ports the read takes
+    as long as the largest operand. Its compute takes ``flops / rate`` where ``rate``
+    is the pass's op group's entry in ``rates`` (FLOP/s; ``inf``: the group takes no
+    compute cycles of its own, it streams at the ports' rate), else the wafer's peak
+    for the dtype. With ``overlap`` the pass takes the slowest of read, compute and
+    write (a roofline per pass); without, their sum (the seed machine's ALU: R + C +
+    W). Every pass adds ``fixed_cycles``. Reads, compute and writes are counted in
+    whole clock cycles."""
+
+    overlap: bool = True
+    fixed_cycles: int = 0
+    read_ports: int = 1
+    write_ports: int = 1
+    port_bandwidth: float = 0.0  # bytes/s per port
+    rates: tuple[tuple[str, float], ...] = ()  # (op group, FLOP/s), sorted by group
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryModel:
+    """How a core's SRAM is handed out (``[memory]``; without it, buffers take their
+    exact bytes from the moment their actor starts, and peaks are only reported).
+
+    ``block_bytes``: buffers take whole blocks of this size (0: exact bytes).
+    ``lookahead``: a core allocates the buffers of its next ``lookahead`` actors (in
+    its order) ahead of time, as an issue window or reservation table does; an actor
+    leaves the window once it has ended (0: a buffer is allocated when its actor
+    starts). ``first_fit``: buffers are contiguous
+    runs of blocks placed first-fit, and an actor whose buffers do not fit waits until
+    enough is freed (false: the peak is reported, never enforced)."""
+
+    block_bytes: int = 0
+    lookahead: int = 0
+    first_fit: bool = False
+
+
 @dataclass(frozen=True, slots=True)
 class Link:
     """One directed link of a wafer, as ``Wafer.links()`` yields it.

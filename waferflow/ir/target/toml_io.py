@@ -50,6 +50,27 @@ Schema (every table and key; ``presets/example.toml`` is a commented example)::
     retry_cycles = 5
     max_streams = 4          # 0 = unlimited
 
+    [core]                   # how a core times an op (omit the table for the roofline)
+    overlap = false          # reads, compute, writes in turn (sum) or overlapped (max)
+    fixed_cycles = 2         # per op pass
+    read_ports = 4           # operands read at once
+    write_ports = 1          # results written at once
+    port_bandwidth = 1.28e10 # bytes/s per port
+
+    [core.rates]             # FLOP/s per op group (inf: no compute cycles of its own);
+    matmul = 2.048e11        #   groups not listed use wafer.peak_flops
+    pooling = 1.024e11
+    elementwise = inf
+
+    [memory]                 # how SRAM is handed out (omit for exact bytes, reported only)
+    block_bytes = 262144     # buffers take whole blocks
+    lookahead = 5            # actors whose buffers a core allocates ahead (0: at start)
+    first_fit = true         # contiguous first-fit blocks; an actor waits until they fit
+
+    [host]                   # the host's own link to every core (omit for no host)
+    bandwidth = 1.28e10
+    latency = 1e-8
+
 Units: plain numbers are SI base units (bytes, bytes/s, seconds, Hz, FLOP/s). Any
 quantity may instead be a string with a unit, e.g. ``"12.8 GB/s"``, ``"10 ns"``,
 ``"1 cycle"``, ``"48 KiB"``, ``"100 MHz"``, ``"125 PFLOP/s"``, ``"2048 FLOP/cycle"``
@@ -67,6 +88,7 @@ and column).
 from __future__ import annotations
 
 import difflib
+import math
 import os
 import tomllib
 from pathlib import Path
@@ -75,7 +97,8 @@ from typing import Any
 from waferflow.errors import ConfigError
 from waferflow.ir.dtypes import DType
 from waferflow.ir.target import catalog
-from waferflow.ir.target.parts import Coord, FlowControl, LinkSpec, Topology
+from waferflow.ir.target.parts import CORE_RATE_GROUPS, Coord, FlowControl, LinkSpec, Topology
+from waferflow.ir.target.toml_core import core_memory_doc, parse_core, parse_memory
 from waferflow.ir.target.units import Kind, fmt_bytes, fmt_si, quantity_float, quantity_int
 from waferflow.ir.target.wafer import Wafer
 
@@ -123,6 +146,16 @@ _SCHEMA: dict[str, Any] = {
         "retry_cycles": None,
         "max_streams": None,
     },
+    "core": {
+        "overlap": None,
+        "fixed_cycles": None,
+        "read_ports": None,
+        "write_ports": None,
+        "port_bandwidth": None,
+        "rates": "rates",
+    },
+    "memory": {"block_bytes": None, "lookahead": None, "first_fit": None},
+    "host": _LINK,
 }
 
 
@@ -226,6 +259,15 @@ def _check_keys(table: dict[str, Any], schema: dict[str, Any], prefix: str) -> N
                 raise ConfigError(f"{path} is a value, not a table")
         elif not isinstance(value, dict):
             raise ConfigError(f"{path} must be a table ([{path}]), got {value!r}")
+        elif sub == "rates":
+            for g, rate in value.items():
+                if g not in CORE_RATE_GROUPS:
+                    raise ConfigError(
+                        f"unknown op group {path}.{g}{_suggest(g, list(CORE_RATE_GROUPS))}. "
+                        f"Groups: {', '.join(CORE_RATE_GROUPS)}"
+                    )
+                if isinstance(rate, dict):
+                    raise ConfigError(f"{path}.{g} is a value, not a table")
         elif sub == "dtypes":
             names = [d.value for d in DType]
             for d, rate in value.items():
@@ -374,6 +416,10 @@ def _build(
                 kwargs[key] = _int(value, path)
         flow = FlowControl(**kwargs)
 
+    core = parse_core(doc["core"], clock) if "core" in doc else None
+    memory = parse_memory(doc["memory"], clock) if "memory" in doc else None
+    host = _link(doc["host"], "host", clock) if "host" in doc else None
+
     name = wt.get("name") if "name" in _table(user, "wafer") or base is None else None
     source = wt.get("source", "")
     if base is not None and "source" not in _table(user, "wafer"):
@@ -402,6 +448,9 @@ def _build(
         dead_cores=frozenset(dead),
         dead_links=frozenset(dead_links),
         flow=flow,
+        core=core,
+        memory=memory,
+        host=host,
         coarsen_factor=_int(wt.get("coarsen_factor", 1), "wafer.coarsen_factor"),
         fine_rows=_int(wt.get("fine_rows", 0), "wafer.fine_rows"),
         fine_cols=_int(wt.get("fine_cols", 0), "wafer.fine_cols"),
@@ -483,6 +532,9 @@ def wafer_to_doc(w: Wafer) -> dict[str, Any]:
             "retry_cycles": f.retry_cycles,
             "max_streams": f.max_streams,
         }
+    doc.update(core_memory_doc(w))
+    if w.host is not None:
+        doc["host"] = {"bandwidth": w.host.bandwidth, "latency": w.host.latency}
     return doc
 
 
@@ -529,13 +581,13 @@ def _comment(path: str, v: Any) -> str:
     leaf = path.rsplit(".", 1)[-1]
     if path == "wafer.clock_hz":
         return fmt_si(v, "Hz", 4)
-    if path == "wafer.sram_bytes":
+    if path in ("wafer.sram_bytes", "memory.block_bytes"):
         return fmt_bytes(v)
-    if leaf in ("bandwidth", "sram_bandwidth"):
+    if leaf in ("bandwidth", "sram_bandwidth", "port_bandwidth"):
         return fmt_si(v, "B/s", 4)
     if leaf == "latency":
         return fmt_si(v, "s", 4)
-    if path.startswith("wafer.peak_flops."):
+    if path.startswith(("wafer.peak_flops.", "core.rates.")) and not math.isinf(v):
         return fmt_si(v, "FLOP/s", 4)
     return ""
 

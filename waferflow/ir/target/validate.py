@@ -14,7 +14,15 @@ from typing import TYPE_CHECKING, Any
 
 from waferflow.errors import ConfigError
 from waferflow.ir.dtypes import DType
-from waferflow.ir.target.parts import Coord, FlowControl, LinkSpec, Topology
+from waferflow.ir.target.parts import (
+    CORE_RATE_GROUPS,
+    Coord,
+    CoreModel,
+    FlowControl,
+    LinkSpec,
+    MemoryModel,
+    Topology,
+)
 
 if TYPE_CHECKING:
     from waferflow.ir.target.wafer import Wafer
@@ -37,6 +45,9 @@ TOML_PATH: dict[str, str] = {
     "dead_links": "faults.dead_links",
     "partial_cores": "faults.partial_cores",
     "flow": "flow",
+    "core": "core",
+    "memory": "memory",
+    "host": "host",
     "coarsen_factor": "wafer.coarsen_factor",
     "fine_rows": "wafer.fine_rows",
     "fine_cols": "wafer.fine_cols",
@@ -145,6 +156,55 @@ def _flow(value: object) -> FlowControl | None:
     return value
 
 
+def _core(value: object) -> CoreModel | None:
+    if value is None:
+        return None
+    if not isinstance(value, CoreModel):
+        raise ConfigError(f"core must be a CoreModel or None, got {type(value).__name__}")
+    if not isinstance(value.overlap, bool):
+        raise ConfigError(f"core.overlap must be true or false, got {value.overlap!r}")
+    _int(value.fixed_cycles, "core.fixed_cycles", 0)
+    _int(value.read_ports, "core.read_ports", 1)
+    _int(value.write_ports, "core.write_ports", 1)
+    bw = _number(value.port_bandwidth, "core.port_bandwidth", positive=True, unit="bytes/s")
+    rates: dict[str, float] = {}
+    items = value.rates.items() if isinstance(value.rates, Mapping) else value.rates
+    for item in items:
+        if not isinstance(item, tuple | list) or len(item) != 2:
+            raise ConfigError(f"core.rates: entries are (op group, FLOP/s) pairs, got {item!r}")
+        group, rate = item
+        if group not in CORE_RATE_GROUPS:
+            raise ConfigError(
+                f"core.rates.{group}: unknown op group; use one of {', '.join(CORE_RATE_GROUPS)}"
+            )
+        if group in rates:
+            raise ConfigError(f"core.rates.{group} is given twice")
+        if isinstance(rate, int | float) and not isinstance(rate, bool) and math.isinf(rate):
+            if rate < 0:
+                raise ConfigError(f"core.rates.{group} must be positive, got {rate!r}")
+            rates[group] = math.inf  # no compute cycles of its own
+        else:
+            rates[group] = _number(rate, f"core.rates.{group}", positive=True, unit="FLOP/s")
+    return CoreModel(
+        value.overlap, value.fixed_cycles, value.read_ports, value.write_ports, bw,
+        tuple(sorted(rates.items())),
+    )  # fmt: skip
+
+
+def _memory(value: object) -> MemoryModel | None:
+    if value is None:
+        return None
+    if not isinstance(value, MemoryModel):
+        raise ConfigError(f"memory must be a MemoryModel or None, got {type(value).__name__}")
+    _int(value.block_bytes, "memory.block_bytes", 0)
+    _int(value.lookahead, "memory.lookahead", 0)
+    if not isinstance(value.first_fit, bool):
+        raise ConfigError(f"memory.first_fit must be true or false, got {value.first_fit!r}")
+    if value.first_fit and value.block_bytes == 0:
+        raise ConfigError("memory.first_fit places buffers in blocks: give memory.block_bytes too")
+    return value
+
+
 def normalize_and_validate(w: Wafer) -> None:
     """Bring ``w``'s fields to canonical types (floats, frozensets, sorted tuples) and
     check every invariant; raise ``ConfigError`` naming the first bad field."""
@@ -192,6 +252,15 @@ def normalize_and_validate(w: Wafer) -> None:
     if w.d2d_link is not None:
         _set(w, "d2d_link", _linkspec(w.d2d_link, "dies.link"))
     _set(w, "flow", _flow(w.flow))
+    _set(w, "core", _core(w.core))
+    _set(w, "memory", _memory(w.memory))
+    if w.memory is not None and w.memory.block_bytes > w.sram_bytes:
+        raise ConfigError(
+            f"memory.block_bytes = {w.memory.block_bytes} is larger than a core's SRAM "
+            f"(wafer.sram_bytes = {w.sram_bytes})"
+        )
+    if w.host is not None:
+        _set(w, "host", _linkspec(w.host, "host"))
 
     # --- faults ---
     dead = frozenset(_coord(c, label("dead_cores")) for c in _iterable(w.dead_cores, "dead_cores"))

@@ -30,10 +30,28 @@ from functools import cached_property
 from waferflow.ir.dtypes import DType
 from waferflow.ir.target import coarsen as _coarsen
 from waferflow.ir.target import describe as _describe
-from waferflow.ir.target.parts import Coord, FlowControl, Link, LinkSpec, Topology
+from waferflow.ir.target.parts import (
+    Coord,
+    CoreModel,
+    FlowControl,
+    Link,
+    LinkSpec,
+    MemoryModel,
+    Topology,
+)
 from waferflow.ir.target.validate import normalize_and_validate
 
-__all__ = ["CAPACITY_TIERS", "Coord", "FlowControl", "Link", "LinkSpec", "Topology", "Wafer"]
+__all__ = [
+    "CAPACITY_TIERS",
+    "Coord",
+    "CoreModel",
+    "FlowControl",
+    "Link",
+    "LinkSpec",
+    "MemoryModel",
+    "Topology",
+    "Wafer",
+]
 
 # Which listed rate stands in for a dtype the wafer does not list (see Wafer.peak).
 _FALLBACK: dict[DType, tuple[DType, ...]] = {
@@ -63,6 +81,9 @@ class Wafer:
     dead_cores: frozenset[Coord] = field(default_factory=frozenset)
     dead_links: frozenset[tuple[Coord, Coord]] = field(default_factory=frozenset)  # undirected
     flow: FlowControl | None = None
+    core: CoreModel | None = None  # how a core times an op (None: the roofline)
+    memory: MemoryModel | None = None  # how SRAM is handed out (None: exact, reported only)
+    host: LinkSpec | None = None  # the host's own link to every core (None: no host)
     coarsen_factor: int = 1  # k when this is a k x k coarse view of a finer wafer
     source: str = ""  # where the figures come from
     # coarse views only: nodes holding fewer than k**2 alive fine cores (partly dead, or on

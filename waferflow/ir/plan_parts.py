@@ -1,0 +1,152 @@
+"""The parts of an actor program beyond actors and messages: an actor's datapath passes
+(``OpWork``) and the host's transfers (``HostTransfer``), their JSON forms and their
+checks. ``waferflow.ir.plan`` re-exports both classes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from waferflow.errors import VerificationError
+from waferflow.ir.opkind import OpKind
+
+if TYPE_CHECKING:
+    from waferflow.ir.plan import Plan
+
+
+@dataclass(frozen=True, slots=True)
+class OpWork:
+    """One pass of a core's datapath inside an actor, what a core model times (the
+    wafer's ``[core]``; the roofline uses the actor's totals instead): the op's kind,
+    its FLOPs, and the bytes of each operand it reads and each result it writes."""
+
+    kind: OpKind
+    flops: int
+    reads: tuple[int, ...]
+    writes: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class HostTransfer:
+    """Data the host streams to ``actor`` before it can run (a source the step reads:
+    a weight, an input, optimizer state), or, with ``to_host``, a result of the step
+    that ``actor`` sends to the host when it ends. Only a wafer with a host link
+    (``Wafer.host``) times them. ``last_use`` as for a ``Message``."""
+
+    actor: int
+    bytes: int
+    name: str = ""
+    to_host: bool = False
+    last_use: int = -1
+
+
+# --- checks ----------------------------------------------------------------------------
+
+
+def verify_uses(plan: Plan) -> None:
+    """Work passes, broadcast groups, ``last_use`` and host transfers."""
+    for i, a in enumerate(plan.actors):
+        for j, w in enumerate(a.work):
+            where = f"actors[{i}].work[{j}]"
+            if not isinstance(w, OpWork) or not isinstance(w.kind, OpKind):
+                raise VerificationError(f"{where} must be an OpWork with an OpKind")
+            sizes = (w.flops, *w.reads, *w.writes)
+            if any(not isinstance(x, int) or isinstance(x, bool) or x < 0 for x in sizes):
+                raise VerificationError(f"{where}: flops and byte counts must be ints >= 0")
+    pos = {aid: k for _, ids in plan.order for k, aid in enumerate(ids)}
+
+    def check_last(where: str, reader: int, last: int) -> None:
+        if last == -1:
+            return
+        n = len(plan.actors)
+        if not isinstance(last, int) or not 0 <= last < n:
+            raise VerificationError(f"{where}.last_use = {last!r} is not an actor id")
+        if plan.actors[last].core != plan.actors[reader].core or pos[last] < pos[reader]:
+            raise VerificationError(
+                f"{where}.last_use = {last} must run on the same core as actor {reader}, "
+                "at or after it"
+            )
+
+    for i, m in enumerate(plan.messages):
+        if not isinstance(m.bcast, int) or isinstance(m.bcast, bool) or m.bcast < -1:
+            raise VerificationError(f"messages[{i}].bcast must be an int >= -1, got {m.bcast!r}")
+        check_last(f"messages[{i}]", m.dst_actor, m.last_use)
+    for i, h in enumerate(plan.host):
+        where = f"host[{i}]"
+        if not isinstance(h, HostTransfer):
+            raise VerificationError(f"{where} must be a HostTransfer")
+        if not isinstance(h.actor, int) or not 0 <= h.actor < len(plan.actors):
+            raise VerificationError(f"{where}.actor = {h.actor!r} is not an actor id")
+        if not isinstance(h.bytes, int) or isinstance(h.bytes, bool) or h.bytes < 0:
+            raise VerificationError(f"{where}.bytes must be a non-negative int, got {h.bytes!r}")
+        if h.to_host and h.last_use != -1:
+            raise VerificationError(f"{where}: a transfer to the host has no last_use")
+        check_last(where, h.actor, h.last_use)
+
+
+# --- JSON ------------------------------------------------------------------------------
+
+
+def work_doc(w: OpWork) -> list[Any]:
+    return [w.kind.value, w.flops, list(w.reads), list(w.writes)]
+
+
+def host_doc(h: HostTransfer) -> dict[str, Any]:
+    return {
+        "actor": h.actor,
+        "bytes": h.bytes,
+        "name": h.name,
+        **({"to_host": True} if h.to_host else {}),
+        **({"last_use": h.last_use} if h.last_use != -1 else {}),
+    }
+
+
+def _ints(v: Any, label: str, source: str) -> tuple[int, ...]:
+    if not isinstance(v, list) or not all(
+        isinstance(x, int) and not isinstance(x, bool) for x in v
+    ):
+        raise VerificationError(f"{source}: {label} must be a list of ints")
+    return tuple(v)
+
+
+def work_from(w: Any, where: str, source: str) -> OpWork:
+    from waferflow.ir.plan import _enum as json_enum  # the plan's JSON readers
+
+    if not isinstance(w, list) or len(w) != 4:
+        raise VerificationError(f"{source}: {where} must be [op kind, flops, [reads], [writes]]")
+    flops = w[1]
+    if not isinstance(flops, int) or isinstance(flops, bool):
+        raise VerificationError(f"{source}: {where} flops must be an int")
+    return OpWork(
+        json_enum(OpKind, w[0], f"{where} kind", source),
+        flops,
+        _ints(w[2], f"{where} reads", source),
+        _ints(w[3], f"{where} writes", source),
+    )
+
+
+def host_from(d: Any, where: str, source: str) -> HostTransfer:
+    from waferflow.ir.plan import _field as json_field
+
+    known = {"actor", "bytes", "name", "to_host", "last_use"}
+    unknown = set(d) - known if isinstance(d, dict) else set()
+    if unknown:
+        raise VerificationError(f"{source}: {where} has unknown field(s) {sorted(unknown)}")
+    return HostTransfer(
+        actor=json_field(d, "actor", int, source, where),
+        bytes=json_field(d, "bytes", int, source, where),
+        name=json_field(d, "name", str, source, where, default=""),
+        to_host=json_field(d, "to_host", bool, source, where, default=False),
+        last_use=json_field(d, "last_use", int, source, where, default=-1),
+    )
+
+
+__all__ = [
+    "HostTransfer",
+    "OpWork",
+    "host_doc",
+    "host_from",
+    "verify_uses",
+    "work_doc",
+    "work_from",
+]
