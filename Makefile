@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench lint clean setup browser
+.PHONY: demo test bench fuzz lint clean setup browser
 
 setup: $(STAMP)
 
@@ -19,6 +19,11 @@ $(STAMP): pyproject.toml
 
 test: $(STAMP) browser
 	$(PY) -m pytest -q -n 2 --dist loadfile tests
+
+# 25,000 mutated inputs over the five input formats; prints the count of each outcome
+# and fails on any crash or hang (tests/fuzz/runner.py; --replay FORMAT:SEED for one)
+fuzz: $(STAMP)
+	$(PY) -m tests.fuzz.runner --cases 25000
 
 # The HTML report is checked in a real headless browser (tests/viz/test_html_browser.py).
 # Run as root with apt-get (CI), this installs Debian's chromium when no Chromium is on

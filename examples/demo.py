@@ -17,6 +17,7 @@ from collections import Counter
 from pathlib import Path
 
 import waferflow as wf
+from waferflow.fileio import write_text
 from waferflow.ir.summary import summarize
 
 
@@ -64,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         "timeline": report.plot_timeline(out / "timeline.png"),
         "memory": report.plot_memory(out / "memory.png"),
     }
-    (out / "graph.wf").write_text(wf.ir.print_graph(compiled.graph), encoding="utf-8")
+    write_text(out / "graph.wf", wf.ir.print_graph(compiled.graph))
     files["ir"] = out / "graph.wf"
     images = {k: files[k] for k in ("placement", "links", "timeline", "memory")}
     files["html"] = report.to_html(out / "report.html", images)

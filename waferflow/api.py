@@ -24,14 +24,15 @@ from pathlib import Path
 from typing import Any
 
 from waferflow.backend_sim import SimResult, estimate, simulate
-from waferflow.errors import PlanError, WaferflowError
+from waferflow.errors import ConfigError, FormatError, PlanError, WaferflowError
+from waferflow.fileio import loads_json, read_text, short, want, want_int, want_object, write_text
 from waferflow.ir.graph import Graph
 from waferflow.ir.parser import parse_graph
-from waferflow.ir.plan import Plan, plan_from_json, plan_to_json, verify_plan
+from waferflow.ir.plan import Plan, plan_from_doc, plan_to_json, verify_plan
 from waferflow.ir.summary import human_bytes
 from waferflow.ir.target import Topology, Wafer, get_wafer
+from waferflow.ir.target.islands import connected_view
 from waferflow.ir.target.toml_io import parse_wafer_toml, wafer_to_toml
-from waferflow.outputs import write_output
 from waferflow.passes import (
     DEFAULT_PIPELINE,
     PassContext,
@@ -241,7 +242,7 @@ class CompiledPlan:
             from waferflow.parallel.ranks import ranks_to_json
 
             doc["ranks"] = ranks_to_json(self.ranks)
-        return write_output(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
+        return write_text(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
 
     def plot_placement(self, path: str | Path) -> Path:
         """The placement map: each core's stage (or layer), and its rank when known."""
@@ -257,31 +258,39 @@ class CompiledPlan:
         )
 
 
+_BUNDLE_KEYS = ("format", "version", "wafer_toml", "plan", "notes", "ranks")
+
+
 def load_plan(path: str | Path, wafer: str | Path | Wafer | None = None) -> CompiledPlan:
     """Read a plan written by ``CompiledPlan.save`` (or a bare plan JSON, given a wafer)."""
-    file = Path(path)
-    if not file.is_file():
-        raise WaferflowError(f"{path}: no such plan file (write one with `waferflow compile -o`)")
-    text = file.read_text(encoding="utf-8")
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise WaferflowError(f"{path}:{err.lineno}:{err.colno}: not JSON: {err.msg}") from None
+    text = read_text(path, "plan file", "write one with `waferflow compile -o`")
+    return loads_plan(text, str(path), Path(path).parent, wafer)
+
+
+def loads_plan(
+    text: str, source: str, base_dir: Path, wafer: str | Path | Wafer | None = None
+) -> CompiledPlan:
+    """``load_plan`` on the file's text: a bundle (plan, wafer TOML, notes) or a bare plan."""
+    doc = loads_json(text, source)
     if isinstance(doc, dict) and doc.get("format") == BUNDLE_FORMAT:
-        if doc.get("version") != BUNDLE_VERSION:
-            raise WaferflowError(
-                f"{path}: version {doc.get('version')!r}; this waferflow reads {BUNDLE_VERSION}"
+
+        def err(path: str, message: str) -> FormatError:
+            return FormatError(path, message, source)
+
+        want_object(doc, "$", _BUNDLE_KEYS, ("format", "version", "wafer_toml", "plan"), error=err)
+        version = doc["version"]
+        if isinstance(version, bool) or version != BUNDLE_VERSION:
+            raise err(
+                "$.version", f"version {short(version)}; this waferflow reads {BUNDLE_VERSION}"
             )
-        plan = plan_from_json(json.dumps(doc["plan"]), source=str(path))
-        w = (
-            get_wafer(wafer)
-            if wafer is not None
-            else parse_wafer_toml(doc["wafer_toml"], f"{path}#wafer", file.parent)
-        )
-        notes = tuple(str(n) for n in doc.get("notes", ()))
-        ranks = _read_ranks(doc.get("ranks"), path)
+        plan = plan_from_doc(doc["plan"], source=source, path="$.plan")
+        toml = want(doc["wafer_toml"], "$.wafer_toml", str, "the wafer as TOML text", error=err)
+        notes_raw = want(doc.get("notes", []), "$.notes", list, "an array of strings", error=err)
+        notes = tuple(want(n, f"$.notes[{i}]", str, "a string", error=err) for i, n in enumerate(notes_raw))  # fmt: skip
+        w = get_wafer(wafer) if wafer is not None else parse_wafer_toml(toml, f"{source}#wafer", base_dir)  # fmt: skip
+        ranks = _read_ranks(doc.get("ranks"), err)
     else:
-        plan = plan_from_json(text, source=str(path))
+        plan = plan_from_doc(doc, source=source)
         w = get_wafer(wafer if wafer is not None else plan.wafer_name)
         notes = ()
         ranks = None
@@ -289,23 +298,30 @@ def load_plan(path: str | Path, wafer: str | Path | Wafer | None = None) -> Comp
     return CompiledPlan(plan=plan, wafer=w, notes=notes, ranks=ranks)
 
 
-def _read_ranks(raw: Any, path: str | Path) -> dict[int, Any] | None:
+def _read_ranks(raw: Any, err: Callable[[str, str], FormatError]) -> dict[int, Any] | None:
+    """A bundle's ``ranks``: core id -> [stage, rank, ranks, dp or null, tp or null]."""
     if raw is None:
         return None
     from waferflow.parallel.ranks import ranks_from_json
 
-    try:
-        return ranks_from_json(raw)
-    except (TypeError, ValueError, AttributeError):
-        raise WaferflowError(
-            f"{path}: 'ranks' is malformed (core -> [stage, rank, ranks, dp, tp]); "
-            "save the plan again or drop the key"
-        ) from None
+    for core, row in want_object(raw, "$.ranks", error=err).items():
+        where = f"$.ranks.{core[:20]}"
+        if not (core.isascii() and core.isdigit() and len(core) < 19):
+            raise err(where, f"{short(core)} is not a core id")
+        want(row, where, lambda v: isinstance(v, list) and len(v) == 5, "[stage, rank, ranks, dp, tp]", error=err)  # fmt: skip
+        for i, v in enumerate(row):
+            if not (i >= 3 and v is None):
+                want_int(v, f"{where}[{i}]", error=err)
+    return ranks_from_json(raw)
 
 
 def resolve_wafer(wafer: str | Path | Wafer, coarsen: int = 1) -> Wafer:
+    """The wafer (preset, TOML path or ``Wafer``) and its ``coarsen`` x ``coarsen``
+    view; ``coarsen`` must be an integer >= 1."""
     w = get_wafer(wafer)
-    return w.coarsen(coarsen) if coarsen > 1 else w
+    if isinstance(coarsen, bool) or not isinstance(coarsen, int) or coarsen < 1:
+        raise ConfigError(f"coarsen must be an integer >= 1, got {short(coarsen)}")
+    return w.coarsen(coarsen)
 
 
 @contextmanager
@@ -354,13 +370,14 @@ def compile(
     (the default strip layout), with ``place_time`` deterministic CP-SAT seconds and
     ``seed``: the same inputs and seed give the same plan, byte for byte.
     """
-    from waferflow.frontend import load_model, trace
-
     timings: list[StepTiming] = []
-    w = resolve_wafer(wafer, coarsen)
+    # a wafer cut into islands is refused here, before anything is traced or placed
+    w, fault_notes = connected_view(resolve_wafer(wafer, coarsen))
     pipeline = parse_pipeline(passes or DEFAULT_PIPELINE)  # bad pipelines fail before tracing
     # a name the pipeline does not run would print nothing: refuse it with a did-you-mean
     check_pass_names(print_ir_after, pipeline, "print_ir_after")
+    from waferflow.frontend import load_model, trace  # torch: only once the inputs are sound
+
     with _timed(timings, "trace", progress):
         if isinstance(model, str | Path):
             bundle = load_model(str(model), batch=batch, seq=seq, dtype=dtype)
@@ -451,7 +468,11 @@ def compile(
         graph=graph,
         ir_snapshots=snapshots,
         timings=tuple(timings),
-        notes=(*(str(d) for d in parallel.diagnostics), *extra_notes) if parallel else (),
+        notes=(
+            *fault_notes,
+            *(str(d) for d in (parallel.diagnostics if parallel else ())),
+            *extra_notes,
+        ),
         parallel=parallel,
         placement=placement,
         search=search,

@@ -53,47 +53,38 @@ def _trace_model(args: argparse.Namespace):  # -> Graph
 
 def _read_graph(path: str):  # -> Graph
     """IR text or JSON from a file (by its extension) or, for ``-``, from stdin (JSON
-    when it starts with ``{``)."""
+    when it starts with ``{``); bytes go through the one reader (``waferflow.fileio``)."""
+    from waferflow.fileio import decode_text, read_text
     from waferflow.ir.parser import parse_graph
     from waferflow.ir.serialize import loads_graph
 
     if path == "-":
-        text = sys.stdin.read()
+        raw = getattr(sys.stdin, "buffer", None)  # bytes, unless stdin is already text
+        text = decode_text(raw.read(), "<stdin>") if raw is not None else sys.stdin.read()
         if text.lstrip().startswith("{"):
             return loads_graph(text, source="<stdin>")
         return parse_graph(text, source="<stdin>")
-    file = Path(path)
-    if not file.is_file():
-        raise WaferflowError(f"{path}: no such IR file (write one with `waferflow trace`)")
-    text = file.read_text(encoding="utf-8")
-    if file.suffix == ".json":
+    text = read_text(path, "IR file", "write one with `waferflow trace`")
+    if Path(path).suffix == ".json":
         return loads_graph(text, source=path)
     return parse_graph(text, source=path)
 
 
-def _write_atomic(path: str, text: str) -> None:
-    """Write through a temporary file in the same folder and a rename: a reader never
-    sees half a file, and an interrupted run leaves the old one."""
-    import os
-    import tempfile
-
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _write_text(path: str, text: str) -> None:
-    out = Path(path)
-    if out.parent and not out.parent.exists():
-        out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text, encoding="utf-8")
+    from waferflow.fileio import write_text
+
+    write_text(path, text)
+
+
+def _positive_int(text: str) -> int:
+    """argparse type: an integer >= 1 (``--coarsen 0`` is an error, not 1)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
+    return value
 
 
 # -- subcommands ---------------------------------------------------------------------------
@@ -160,7 +151,7 @@ def cmd_opt(args: argparse.Namespace) -> int:
         sys.stdout.write(print_graph(result))
         return 0
     text = dumps_graph(result) + "\n" if args.output.endswith(".json") else print_graph(result)
-    _write_atomic(args.output, text)
+    _write_text(args.output, text)
     print(f"wrote {args.output}", file=sys.stderr)
     return 0
 
@@ -214,15 +205,18 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _write_report_outputs(args: argparse.Namespace, report) -> list[str]:  # report: Report
+_TRACE_HINT = " (open in ui.perfetto.dev or chrome://tracing)"
+
+
+def _write_report_outputs(args: argparse.Namespace, report, where=Path) -> list[str]:  # fmt: skip
     """The outputs ``compile`` and ``simulate`` share: --trace (with --link-tracks) and
-    --html."""
+    --html; ``where(path)`` is the path to write each to (``compile`` stages them)."""
     written = []
     if args.trace:
-        path = report.to_chrome_trace(args.trace, link_tracks=args.link_tracks)
-        written.append(f"{path} (open in ui.perfetto.dev or chrome://tracing)")
+        path = report.to_chrome_trace(where(args.trace), link_tracks=args.link_tracks)
+        written.append(f"{path}{_TRACE_HINT}")
     if args.html:
-        written.append(str(report.to_html(args.html)))
+        written.append(str(report.to_html(where(args.html))))
     return written
 
 
@@ -278,8 +272,9 @@ def _is_seed_like(wafer) -> bool:  # (Wafer) -> bool
     return wafer.topology is Topology.CROSSBAR and flow is not None and flow.handshake
 
 
-def _emit_seed(args: argparse.Namespace, compiled) -> str:  # (.., CompiledPlan) -> path
-    """``--emit amcoda``: the seed machine's experiment folder for the compiled plan."""
+def _emit_seed(args: argparse.Namespace, compiled, folder=None) -> str:  # fmt: skip
+    """``--emit amcoda``: the seed machine's experiment folder for the compiled plan
+    (written to ``folder`` when given, else to --emit-dir)."""
     from waferflow.backend_amcoda.from_plan import seed_programs
 
     if compiled.parallel is None or compiled.graph is None:
@@ -293,7 +288,9 @@ def _emit_seed(args: argparse.Namespace, compiled) -> str:  # (.., CompiledPlan)
         compiled.graph, compiled.parallel.spec, mem_ports=ports, hazard_guard=args.hazard_guard
     )
     print(result.summary())
-    return str(result.emit(args.emit_dir, seed=args.seed))
+    if folder is None:
+        return str(result.emit(args.emit_dir, seed=args.seed))
+    return str(result.emit(folder, seed=args.seed, name=Path(args.emit_dir).name))
 
 
 def _add_place_args(p: argparse.ArgumentParser) -> None:
@@ -307,11 +304,14 @@ def cmd_place(args: argparse.Namespace) -> int:
     from pathlib import Path as _Path
 
     from waferflow.api import resolve_wafer, uniform_stages
+    from waferflow.ir.target.islands import connected_view
     from waferflow.parallel.search import resolve_plan
     from waferflow.passes.place import place_compare
     from waferflow.passes.place_result import PlaceOptions
 
-    wafer = resolve_wafer(args.wafer, args.coarsen)
+    wafer, notes = connected_view(resolve_wafer(args.wafer, args.coarsen))
+    for note in notes:
+        print(note)
     options = PlaceOptions(
         time_limit=args.place_time,
         seed=args.seed,
@@ -386,21 +386,21 @@ def cmd_compile(args: argparse.Namespace) -> int:
         from waferflow.parallel import format_report
 
         print(format_report(compiled.parallel, compiled.wafer, report.result), end="")
-    written: list[str] = []
-    if args.output:
-        written.append(str(compiled.save(args.output)))
-    written += _write_report_outputs(args, report)
-    if args.png:
-        written.append(str(compiled.plot_placement(args.png)))
-    if args.emit == "amcoda":
-        written.append(_emit_seed(args, compiled))
-    if args.report:
-        out = Path(args.report)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(f"# {compiled.name} on {compiled.wafer.name}\n\n```\n{report}\n```\n")
-        written.append(str(out))
-    for path in written:
-        print(f"wrote {path}")
+    from waferflow.fileio import Staged, write_text
+
+    with Staged() as staged:  # nothing is written unless every output is
+        if args.output:
+            compiled.save(staged.path(args.output))
+        _write_report_outputs(args, report, staged.path)
+        if args.png:
+            compiled.plot_placement(staged.path(args.png))
+        if args.emit == "amcoda":
+            _emit_seed(args, compiled, staged.folder(args.emit_dir))
+        if args.report:
+            text = f"# {compiled.name} on {compiled.wafer.name}\n\n```\n{report}\n```\n"
+            write_text(staged.path(args.report), text)
+        for path in staged.commit():
+            print(f"wrote {path}{_TRACE_HINT if args.trace and path == Path(args.trace) else ''}")
     return 0
 
 
@@ -411,7 +411,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="waferflow",
         description="Compile PyTorch models onto wafer-scale dataflow chips and score the result.",
-        epilog="Run `waferflow COMMAND --help` for the options of one command.",
+        epilog="Run `waferflow COMMAND --help` for the options of one command. Exit status: "
+        "0 done, 2 input refused with one message (docs/errors.md), 130 interrupted (Ctrl-C); "
+        "outputs are written only when the run succeeds.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
@@ -432,7 +434,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "'canonicalize,dce,fuse-elementwise{max=8}' (see `waferflow passes`)")  # fmt: skip
     p.add_argument("--wafer", help="target wafer, a preset or TOML (the parallel passes, "
                    "place and route need one; see `waferflow passes`)")  # fmt: skip
-    p.add_argument("--coarsen", type=int, default=1, metavar="K",
+    p.add_argument("--coarsen", type=_positive_int, default=1, metavar="K",
                    help="work on the wafer's K x K coarse view (default 1)")  # fmt: skip
     p.add_argument("--seed", type=int, default=0,
                    help="seed for passes that make random choices (default 0)")  # fmt: skip
@@ -483,7 +485,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "simulate one step and print the report.")  # fmt: skip
     _add_model_args(p)
     p.add_argument("--wafer", required=True, help="preset name (see `waferflow wafers`) or TOML")
-    p.add_argument("--coarsen", type=int, default=1, metavar="K",
+    p.add_argument("--coarsen", type=_positive_int, default=1, metavar="K",
                    help="plan on the coarse view: K x K cores as one node (default 1)")  # fmt: skip
     p.add_argument("--passes", help="override the pass pipeline")
     p.add_argument("--print-ir-after", action="append", metavar="PASS",
@@ -518,7 +520,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "the solver's bound.")  # fmt: skip
     _add_model_args(p)
     p.add_argument("--wafer", required=True, help="preset name or TOML")
-    p.add_argument("--coarsen", type=int, default=1, metavar="K",
+    p.add_argument("--coarsen", type=_positive_int, default=1, metavar="K",
                    help="place on the K x K coarse view (default 1)")  # fmt: skip
     p.add_argument(
         "--plan",
@@ -549,9 +551,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    from waferflow.interrupt import EXIT_INTERRUPTED, install
+
+    install()  # first: Ctrl-C from here on ends the run cleanly, imports included
     try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
         return int(args.func(args))
     except WaferflowError as err:
         print(f"waferflow: error: {err}", file=sys.stderr)
@@ -561,7 +566,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USER_ERROR
     except KeyboardInterrupt:
         print("waferflow: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

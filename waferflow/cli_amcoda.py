@@ -12,7 +12,6 @@ is the entry point for ``waferflow compile ... --wafer amcoda --plan ... --emit 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,6 +28,7 @@ from waferflow.backend_amcoda.report import (
     run_total_time,
 )
 from waferflow.errors import ConfigError, WaferflowError
+from waferflow.fileio import loads_json, read_text
 
 __all__ = [
     "SeedCompileResult",
@@ -51,13 +51,7 @@ def load_cnn(model: str, batch: int | None = None) -> Cnn:
     if model == SEED_MODEL:
         return seed_cnn_layers(batch or 32)
     if model.endswith(".json"):
-        path = Path(model)
-        if not path.is_file():
-            raise ConfigError(f"{model}: no such model file")
-        try:
-            doc: Any = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as err:
-            raise ConfigError(f"{model}:{err.lineno}:{err.colno}: not JSON: {err.msg}") from None
+        doc: Any = loads_json(read_text(model, "model file"), model)
         if isinstance(doc, dict) and "model" in doc:
             doc = doc["model"]
         cnn = cnn_from_json(doc, model)
@@ -97,7 +91,7 @@ def cmd_emit(args: argparse.Namespace) -> int:
     print(result.summary())
     root = result.emit(args.output, seed=args.seed)
     exp = result.experiment
-    settings = json.loads((root / "settings.json").read_text(encoding="utf-8"))
+    settings = loads_json(read_text(root / "settings.json", "settings file"), "settings.json")
     print(
         f"wrote {root}: {exp.n_actors} host scripts and their input files; basic.h: "
         f"test_actor_num {settings['test_actor_num']}, test_time {settings['test_time']} ns, "

@@ -1,5 +1,6 @@
 """User-facing errors. The CLI prints ``WaferflowError``s as one message (exit 2);
-anything else is a bug and keeps its traceback."""
+anything else is a bug and keeps its traceback. docs/errors.md lists every class with
+an example message and what to do about it."""
 
 from __future__ import annotations
 
@@ -16,6 +17,19 @@ class ParseError(WaferflowError):
         self.col = col
         self.source = source
         super().__init__(f"{source}:{line}:{col}: {message}")
+
+
+class FormatError(WaferflowError):
+    """An input file that does not follow its format: bytes that are not UTF-8, a
+    number out of range, a missing field or one of the wrong type. ``path`` names the
+    field (``$.plan.actors[3].core``), ``source`` the file."""
+
+    def __init__(self, path: str, message: str, source: str = "") -> None:
+        self.path = path
+        self.source = source
+        self.detail = message
+        where = f"{source}: {path}" if source and path else (source or path)
+        super().__init__(f"{where}: {message}" if where else message)
 
 
 class VerificationError(WaferflowError):

@@ -63,7 +63,9 @@ def test_ranks_are_saved_with_the_plan(compiled: wf.CompiledPlan, tmp_path: Path
     doc = json.loads(path.read_text())
     doc["ranks"] = {"0": "nonsense"}
     path.write_text(json.dumps(doc))
-    with pytest.raises(WaferflowError, match="'ranks' is malformed"):
+    with pytest.raises(
+        WaferflowError, match=r"\$\.ranks\.0: expected \[stage, rank, ranks, dp, tp\]"
+    ):
         wf.load_plan(path)
 
 
@@ -102,3 +104,13 @@ def test_bad_arguments() -> None:
         wf.compile(MLP(), (torch.randn(8, 64),), wafer="mesh4x4", passes="dce,no-such-pass")
     with pytest.raises(WaferflowError, match="no such plan file"):
         wf.load_plan("/nonexistent/plan.json")
+
+
+@pytest.mark.parametrize("k", [0, -3, 1.5, True])
+def test_a_coarsen_factor_below_one_is_an_error_not_one(k: object) -> None:
+    from waferflow.api import resolve_wafer
+    from waferflow.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="coarsen must be an integer >= 1"):
+        resolve_wafer("mesh4x4", k)  # type: ignore[arg-type]
+    assert resolve_wafer("mesh4x4", 2).name == "mesh4x4@2x"

@@ -17,7 +17,6 @@ the machine would not run as intended (``validate_experiment``).
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 from waferflow.backend_amcoda.datafiles import write_input_files
@@ -34,9 +33,9 @@ from waferflow.backend_amcoda.scripts import host_script
 from waferflow.backend_amcoda.simulate import AmcodaResult, simulate_experiment
 from waferflow.backend_amcoda.validate import validate_experiment
 from waferflow.errors import PlanError
+from waferflow.fileio import atomic_dir
 
 ICACHE_LINES = 1024  # instruction cache of an actor (§1.2)
-_HOST_FILE = re.compile(r"^host_(\d+)\.txt$")
 
 
 def check_format_limits(exp: Experiment) -> None:
@@ -72,14 +71,6 @@ def check_format_limits(exp: Experiment) -> None:
                 )
 
 
-def _clear_stale_scripts(script: Path, n_actors: int) -> None:
-    """Remove host_<i>.txt with i > N left by an earlier, larger experiment."""
-    for f in script.glob("host_*.txt"):
-        m = _HOST_FILE.match(f.name)
-        if m and int(m.group(1)) > n_actors:
-            f.unlink()
-
-
 def emit_experiment(
     exp: Experiment,
     out_dir: str | Path,
@@ -87,12 +78,15 @@ def emit_experiment(
     predicted: AmcodaResult | None = None,
     seed: int = 0,
     cnn: Cnn | None = None,
+    name: str | None = None,
 ) -> Path:
     """Write the experiment folder for ``exp`` and return its path.
 
     ``predicted`` is waferflow's simulation of ``exp`` (run here if not given; it sets
     ``test_time``). ``seed`` makes the input values; ``cnn``, if given, is recorded in
-    ``predicted.json`` so that ``waferflow emit predicted.json`` can rebuild the folder."""
+    ``predicted.json`` so that ``waferflow emit predicted.json`` can rebuild the folder.
+    ``name`` is the folder's name the settings record (default: ``out_dir``'s), for a
+    folder written elsewhere first and renamed into place (``fileio.Staged``)."""
     check_format_limits(exp)
     validate_experiment(exp)
     if predicted is None:
@@ -102,17 +96,19 @@ def emit_experiment(
             f"the predicted result is for experiment {predicted.experiment} "
             f"({len(predicted.actors)} actors), not {exp.name} ({exp.n_actors} actors)"
         )
-    root = Path(out_dir)
-    script = root / "script"
-    for sub in (script, root / "result", root / "report"):
-        sub.mkdir(parents=True, exist_ok=True)
-    _clear_stale_scripts(script, exp.n_actors)
-    for p in exp.programs:
-        text = host_script(p, annotate=True, experiment=exp.name)
-        (script / f"host_{p.actor}.txt").write_text(text, encoding="utf-8")
-    write_input_files(exp, script, seed)
-    settings = settings_json(exp, predicted, root.name)
-    (root / "settings.json").write_text(json.dumps(settings, indent=1) + "\n", encoding="utf-8")
-    doc = predicted_json(exp, predicted, seed=seed, cnn=cnn)
-    (root / "predicted.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
-    return root
+    final = Path(out_dir)
+    # built in a fresh folder beside it, then put in place: a killed run leaves the old
+    # experiment or none, and nothing of an earlier, larger experiment stays behind
+    with atomic_dir(final) as root:
+        script = root / "script"
+        for sub in (script, root / "result", root / "report"):
+            sub.mkdir(parents=True, exist_ok=True)
+        for p in exp.programs:
+            text = host_script(p, annotate=True, experiment=exp.name)
+            (script / f"host_{p.actor}.txt").write_text(text, encoding="utf-8")
+        write_input_files(exp, script, seed)
+        settings = settings_json(exp, predicted, name or final.name)
+        (root / "settings.json").write_text(json.dumps(settings, indent=1) + "\n", encoding="utf-8")
+        doc = predicted_json(exp, predicted, seed=seed, cnn=cnn)
+        (root / "predicted.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    return final

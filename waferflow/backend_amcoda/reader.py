@@ -17,7 +17,6 @@ and JSON files that ``emit_experiment`` writes, so emit -> read gives equal prog
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from enum import Enum
@@ -44,7 +43,8 @@ from waferflow.backend_amcoda.program import (
     packages,
 )
 from waferflow.backend_amcoda.scripts import META_PREFIX
-from waferflow.errors import ParseError
+from waferflow.errors import ParseError, WaferflowError
+from waferflow.fileio import loads_json, read_text
 
 _BASE = 0x80000000
 _HEADER_WIDTHS = (8, 8, 32, 32, 32, 8, 8)  # HEAD TYPE SRC DST OP SEQ TAIL (§2.3)
@@ -580,9 +580,12 @@ def _json(path: Path, problems: list[Problem]) -> dict[str, Any] | None:
     if not path.is_file():
         return None
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        problems.append(Problem(err.lineno, "settings", f"{path.name} is not JSON: {err.msg}"))
+        doc = loads_json(read_text(path, "settings file"), path.name)
+    except ParseError as err:
+        problems.append(Problem(err.line, "settings", f"{path.name} is not JSON: {err}"))
+        return None
+    except WaferflowError as err:
+        problems.append(Problem(1, "settings", str(err)))
         return None
     if not isinstance(doc, dict):
         problems.append(Problem(1, "settings", f"{path.name} must hold a JSON object"))

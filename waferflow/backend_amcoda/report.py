@@ -36,6 +36,7 @@ from waferflow.backend_amcoda.program import (
 from waferflow.backend_amcoda.simulate import AmcodaResult, simulate_experiment
 from waferflow.backend_amcoda.validate import hazard_b_sites
 from waferflow.errors import ConfigError, PlanError
+from waferflow.fileio import loads_json, read_text, write_text
 from waferflow.ir.graph import Graph
 
 PLAN_FORMAT = "waferflow.amcoda-plan"
@@ -178,12 +179,12 @@ class SeedCompileResult:
     def __str__(self) -> str:
         return self.summary()
 
-    def emit(self, out_dir: str | Path, *, seed: int = 0) -> Path:
+    def emit(self, out_dir: str | Path, *, seed: int = 0, name: str | None = None) -> Path:
         """Write the experiment folder (see ``emit_experiment``)."""
         from waferflow.backend_amcoda.emit import emit_experiment
 
         return emit_experiment(
-            self.experiment, out_dir, predicted=self.result, seed=seed, cnn=self.cnn
+            self.experiment, out_dir, predicted=self.result, seed=seed, cnn=self.cnn, name=name
         )
 
     def plan_json(self) -> dict[str, Any]:
@@ -198,10 +199,7 @@ class SeedCompileResult:
 
     def save_plan(self, path: str | Path) -> Path:
         """Write the plan and CNN as JSON; ``waferflow emit`` reads it back."""
-        out = Path(path)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(self.plan_json(), indent=1) + "\n", encoding="utf-8")
-        return out
+        return write_text(path, json.dumps(self.plan_json(), indent=1) + "\n")
 
 
 def compile_seed_plan(
@@ -251,13 +249,7 @@ class PlanFile:
 def load_plan_file(path: str | Path) -> PlanFile:
     """Read a plan saved by ``SeedCompileResult.save_plan`` or an emitted experiment's
     ``predicted.json`` (both hold the plan string and the CNN)."""
-    file = Path(path)
-    if not file.is_file():
-        raise ConfigError(f"{path}: no such plan file")
-    try:
-        doc = json.loads(file.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise ConfigError(f"{path}:{err.lineno}:{err.colno}: not JSON: {err.msg}") from None
+    doc = loads_json(read_text(path, "plan file"), str(path))
     if not isinstance(doc, dict) or doc.get("format") not in (PLAN_FORMAT, PREDICTED_FORMAT):
         fmt = doc.get("format") if isinstance(doc, dict) else None
         hint = (

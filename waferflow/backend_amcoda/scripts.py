@@ -19,6 +19,7 @@ from waferflow.backend_amcoda.program import (
     OperandKind,
     packages,
 )
+from waferflow.fileio import atomic_dir
 
 _BASE = 0x80000000
 _TYPE = {
@@ -116,17 +117,20 @@ def write_experiment(exp: Experiment, folder: str | Path, *, data_files: bool = 
     """Write ``<folder>/script/host_<i>.txt`` and empty ``result/`` and ``report/``.
     With ``data_files`` also every named input, zero-filled to whole packages
     (the timing does not depend on the values)."""
-    root = Path(folder)
-    for sub in ("script", "result", "report"):
-        (root / sub).mkdir(parents=True, exist_ok=True)
-    names: dict[str, int] = {}
-    for p in exp.programs:
-        (root / "script" / f"host_{p.actor}.txt").write_text(host_script(p))
-        for t in p.host_inputs:
-            names[t.name] = max(names.get(t.name, 0), t.floats)
-    if data_files:
-        for name, floats in sorted(names.items()):
-            n = packages(floats) * FLOATS_PER_PACKAGE
-            row = " ".join(["0"] * FLOATS_PER_PACKAGE)
-            (root / "script" / name).write_text("\n".join([row] * (n // FLOATS_PER_PACKAGE)) + "\n")
-    return root
+    final = Path(folder)
+    with atomic_dir(final) as root:  # the old folder or the new one, never half of each
+        for sub in ("script", "result", "report"):
+            (root / sub).mkdir(parents=True, exist_ok=True)
+        names: dict[str, int] = {}
+        for p in exp.programs:
+            (root / "script" / f"host_{p.actor}.txt").write_text(host_script(p))
+            for t in p.host_inputs:
+                names[t.name] = max(names.get(t.name, 0), t.floats)
+        if data_files:
+            for name, floats in sorted(names.items()):
+                n = packages(floats) * FLOATS_PER_PACKAGE
+                row = " ".join(["0"] * FLOATS_PER_PACKAGE)
+                (root / "script" / name).write_text(
+                    "\n".join([row] * (n // FLOATS_PER_PACKAGE)) + "\n"
+                )
+    return final

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from waferflow.backend_amcoda.machine import Ev, Machine, MachineRun
 from waferflow.backend_amcoda.program import CLOCK_NS, MEMORY_BLOCKS, Experiment
+from waferflow.fileio import write_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,9 +194,9 @@ class AmcodaResult:
             for ns, used in trace:
                 events.append({"ph": "C", "name": "memory blocks", "pid": i, "tid": 0,
                                "ts": ns / 1000, "args": {"blocks": used}})  # fmt: skip
-        out = Path(path)
-        out.write_text(json.dumps({"traceEvents": events, "displayTimeUnit": "ns"}, indent=0))
-        return out
+        return write_text(
+            path, json.dumps({"traceEvents": events, "displayTimeUnit": "ns"}, indent=0)
+        )
 
     def entries_of(self, actor_id: int) -> list[EntryTiming]:
         return [e for e in self.entries if e.actor == actor_id]

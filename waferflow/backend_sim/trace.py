@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from waferflow.backend_sim.trace_counters import bin_edges, link_loads, memory_peaks
-from waferflow.outputs import write_output
+from waferflow.fileio import write_bytes
 
 if TYPE_CHECKING:
     from waferflow.backend_sim.results import SimResult
@@ -279,7 +279,7 @@ def write_chrome_trace(
     data = (json.dumps(doc, separators=(",", ":")) + "\n").encode("utf-8")
     if str(path).endswith(".gz"):
         data = gzip.compress(data, compresslevel=6, mtime=0)  # mtime 0: same bytes
-    return write_output(path, data)
+    return write_bytes(path, data)
 
 
 __all__ = ["TraceOptions", "chrome_trace", "track_names", "write_chrome_trace"]

@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 import torch.fx
+from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
 from waferflow.errors import TraceError
 from waferflow.frontend.cost import flop_formula, op_cost
@@ -83,10 +84,25 @@ def dtype_of(dtype: torch.dtype) -> DType:
         ) from None
 
 
+class DataDependentShape(TraceError):
+    """A traced tensor whose shape depends on tensor values (``x[x > 0]``, ``nonzero``)."""
+
+
+def _static_dim(d: Any) -> int | None:
+    """A dimension as an int, or None when it is a symbol (data-dependent)."""
+    if isinstance(d, torch.SymInt):
+        return d.node.maybe_as_int()
+    return int(d)
+
+
 def tensor_type(val: Any) -> TensorType:
     """The IR type of a traced value (a fake tensor, or a Python scalar)."""
     if isinstance(val, torch.Tensor):
-        return TensorType(tuple(int(d) for d in val.shape), dtype_of(val.dtype))
+        dims = [_static_dim(d) for d in val.shape]
+        if None in dims:
+            shape = ",".join("?" if d is None else str(d) for d in dims)
+            raise DataDependentShape(f"it gives a tensor of shape [{shape}]")
+        return TensorType(tuple(dims), dtype_of(val.dtype))  # type: ignore[arg-type]
     if isinstance(val, bool | torch.SymBool):
         return TensorType((), DType.BOOL)
     if isinstance(val, int | torch.SymInt):
@@ -311,6 +327,18 @@ class _Converter:
         else:
             self.env[node] = op.results[0] if op.results else ()
 
+    def data_dependent(self, node: torch.fx.Node, exc: Exception) -> TraceError:
+        """The error for an op whose output shape depends on tensor values."""
+        module = str((node.meta.get("custom") or {}).get("module", ""))
+        where = f" in module '{module}'" if module else ""
+        why = str(exc) if isinstance(exc, DataDependentShape) else "its shape is a symbol"
+        return TraceError(
+            f"could not convert {self.graph.name}: {_target_name(node.target)}{where} has a "
+            f"shape that depends on tensor values ({why}), and a dataflow graph needs "
+            "static shapes. Avoid boolean-mask indexing (x[x > 0]), nonzero, unique and "
+            "masked_select; keep the shape with torch.where(mask, x, 0) instead"
+        )
+
     def run(self, sources: Sequence[SourceSpec], outputs: Sequence[OutputSpec]) -> Graph:
         placeholders = [n for n in self.gm.graph.nodes if n.op == "placeholder"]
         if len(placeholders) != len(sources):
@@ -324,16 +352,19 @@ class _Converter:
                 self.hints.setdefault(self.resolve(node), spec.name)
         specs = dict(zip(placeholders, sources, strict=True))
         for node in self.gm.graph.nodes:
-            if node.op == "placeholder":
-                self.source(node, specs[node])
-            elif node.op == "get_attr":
-                self.constant(node)
-            elif node.op == "call_function":
-                self.call(node)
-            elif node.op == "output":
-                continue
-            else:
-                raise TraceError(f"unexpected fx node {node.op} {node.target}")
+            try:
+                if node.op == "placeholder":
+                    self.source(node, specs[node])
+                elif node.op == "get_attr":
+                    self.constant(node)
+                elif node.op == "call_function":
+                    self.call(node)
+                elif node.op == "output":
+                    continue
+                else:
+                    raise TraceError(f"unexpected fx node {node.op} {node.target}")
+            except (DataDependentShape, GuardOnDataDependentSymNode) as exc:
+                raise self.data_dependent(node, exc) from None
         self.graph.set_outputs(
             self.value(node)
             for node, spec in zip(returned, outputs, strict=True)

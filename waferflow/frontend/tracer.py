@@ -103,6 +103,11 @@ class _Layout:
         return params, buffers, state, tuple(inputs)
 
 
+def _differentiable(t: torch.Tensor) -> bool:
+    """Whether autograd can give ``t`` a gradient: floating and complex dtypes."""
+    return t.is_floating_point() or t.is_complex()
+
+
 class _Fakes:
     """Fake tensors for one trace, made without copying or allocating any data."""
 
@@ -118,9 +123,9 @@ class _Fakes:
             with self.mode:
                 return torch.empty_strided(
                     t.shape, t.stride(), dtype=t.dtype, device=self.device
-                ).requires_grad_(requires_grad and t.is_floating_point())
+                ).requires_grad_(requires_grad and _differentiable(t))
         src = t.detach()
-        if src.is_floating_point():
+        if _differentiable(src):
             src.requires_grad_(requires_grad)
         return self.mode.from_tensor(src)
 
@@ -289,6 +294,11 @@ def trace(
             gm = make_fx(step, tracing_mode="fake", _allow_non_fake_inputs=True)(*flat)
         except WaferflowError:
             raise
+        except SystemExit as exc:
+            raise TraceError(
+                f"could not trace {graph_name}: the model called sys.exit({exc.code!r}) "
+                "while running; a model's forward (and loss_fn) must return, not exit"
+            ) from None
         except Exception as exc:
             module = scopes.failed_module(exc)
             where = f" in module '{module}'" if module else ""

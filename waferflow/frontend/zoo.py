@@ -32,7 +32,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from waferflow.errors import ConfigError, TraceError
+from waferflow.errors import ConfigError, TraceError, WaferflowError
 from waferflow.frontend import zoo_cnn, zoo_hf
 from waferflow.frontend.tracer import default_loss
 
@@ -182,6 +182,12 @@ def _import_file(path: Path) -> ModuleType:
     sys.modules[mod_name] = module
     try:
         spec.loader.exec_module(module)
+    except SystemExit as exc:
+        del sys.modules[mod_name]
+        raise TraceError(
+            f"importing {str(path)!r} called sys.exit({exc.code!r}); a model file defines "
+            'its factory: put script code under `if __name__ == "__main__":`'
+        ) from None
     except Exception as exc:
         del sys.modules[mod_name]
         raise TraceError(f"importing {str(path)!r} failed: {type(exc).__name__}: {exc}") from exc
@@ -203,8 +209,12 @@ def _sizes(batch: int | None, seq: int | None) -> dict[str, int]:
 
 
 def _accepted(fn: Callable[..., Any], sizes: dict[str, int]) -> dict[str, int]:
-    """The sizes ``fn`` takes as keyword arguments."""
-    params = inspect.signature(fn).parameters
+    """The sizes ``fn`` takes as keyword arguments (none when its signature cannot be
+    read, e.g. a C extension's function)."""
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return {}
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
         return dict(sizes)
     return {k: v for k, v in sizes.items() if k in params}
@@ -216,9 +226,18 @@ def _refuse_unused(where: str, sizes: dict[str, int], used: dict[str, int]) -> N
             raise ConfigError(f"{where} takes no {key!r} argument, so {key}= cannot be set")
 
 
-def _call_meta(fn: Callable[..., Any], kwargs: dict[str, int]) -> Any:
-    with torch.device("meta"):
-        return fn(**kwargs)
+def _call_meta(fn: Callable[..., Any], kwargs: dict[str, int], where: str) -> Any:
+    """``fn(**kwargs)`` on the meta device; its failure (or ``sys.exit``) is a
+    ``TraceError`` naming ``where``."""
+    try:
+        with torch.device("meta"):
+            return fn(**kwargs)
+    except SystemExit as exc:
+        raise TraceError(f"{where} called sys.exit({exc.code!r}); it must return") from None
+    except WaferflowError:
+        raise
+    except Exception as exc:
+        raise TraceError(f"{where} failed: {type(exc).__name__}: {exc}") from exc
 
 
 def _to_meta(inputs: Any) -> tuple[Any, ...]:
@@ -229,18 +248,18 @@ def _to_meta(inputs: Any) -> tuple[Any, ...]:
 def _load_file(path: Path, factory_name: str, batch: int | None, seq: int | None) -> ModelBundle:
     module = _import_file(path)
     factory = getattr(module, factory_name, None) if factory_name else None
-    if not callable(factory):
+    if not callable(factory) or inspect.isbuiltin(factory):
         defined = ", ".join(_own_callables(module)) or "none"
-        raise TraceError(
-            f"{str(path)!r} defines no callable {factory_name!r}; callables it defines: {defined}"
+        what = (
+            f": {factory_name!r} is the Python builtin {factory.__name__}, not a model factory"
+            if callable(factory)
+            else f" defines no callable {factory_name!r}"
         )
+        raise TraceError(f"{str(path)!r}{what}; callables it defines: {defined}")
     where = f"{path}:{factory_name}"
     sizes = _sizes(batch, seq)
     used = _accepted(factory, sizes)
-    try:
-        made = _call_meta(factory, used)
-    except Exception as exc:
-        raise TraceError(f"{where} failed: {type(exc).__name__}: {exc}") from exc
+    made = _call_meta(factory, used, where)
     file_loss = getattr(module, "loss_fn", None)
     loss: LossFn = file_loss if callable(file_loss) else default_loss
     if isinstance(made, ModelBundle):
@@ -255,10 +274,7 @@ def _load_file(path: Path, factory_name: str, batch: int | None, seq: int | None
             )
         input_sizes = _accepted(make_inputs, sizes)
         _refuse_unused(f"{where} (with {path}:example_inputs)", sizes, used | input_sizes)
-        try:
-            inputs = _call_meta(make_inputs, input_sizes)
-        except Exception as exc:
-            raise TraceError(f"{path}:example_inputs failed: {type(exc).__name__}: {exc}") from exc
+        inputs = _call_meta(make_inputs, input_sizes, f"{path}:example_inputs")
         return ModelBundle(where, made, _to_meta(inputs), loss, f"{type(made).__name__} from {path}")  # fmt: skip
     if isinstance(made, tuple) and len(made) in (2, 3) and isinstance(made[0], nn.Module):
         _refuse_unused(where, sizes, used)

@@ -6,6 +6,9 @@ import math
 from dataclasses import dataclass
 from enum import Enum
 
+MAX_RANK = 64  # dimensions of one tensor
+MAX_NUMEL = 2**63 - 1  # elements of one tensor: torch counts them in an int64
+
 
 class DType(Enum):
     """Element type; the value is the spelling in the IR text."""
@@ -64,6 +67,11 @@ class TensorType:
     def __post_init__(self) -> None:
         if any((not isinstance(d, int)) or d < 0 for d in self.shape):
             raise ValueError(f"tensor dimensions must be non-negative ints, got {self.shape}")
+        if len(self.shape) > MAX_RANK or math.prod(self.shape) > MAX_NUMEL:
+            raise ValueError(
+                f"a tensor has at most {MAX_RANK} dimensions and 2**63-1 elements (as in "
+                f"torch), got {len(self.shape)} dimensions of up to {max(self.shape)}"
+            )
 
     @property
     def rank(self) -> int:

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from waferflow.errors import ParseError
+from waferflow.fileio import short
 from waferflow.ir.graph import Value
 from waferflow.ir.parallel import GraphParallel, MbMode, OpParallel, ParallelLevel, sorted_axes
 from waferflow.ir.sharding import PARTIAL, REPLICATED, MeshAxis, Placement, Sharding, Split
@@ -50,7 +51,7 @@ class ParallelClauses:
         if tok[0] != _WORD or tok[1] not in choices:
             if tok[0] == _WORD:
                 raise self.error(
-                    f"unknown {what} {tok[1]!r}{_suggest(tok[1], list(choices))} "
+                    f"unknown {what} {short(tok[1])}{_suggest(tok[1], list(choices))} "
                     f"(known: {', '.join(choices)})",
                     tok[2],
                 )
@@ -70,13 +71,13 @@ class ParallelClauses:
             if key_tok[0] != _WORD or key_tok[1] not in keys:
                 if key_tok[0] == _WORD:
                     raise self.error(
-                        f"unknown field {key_tok[1]!r} in {clause}(...)"
+                        f"unknown field {short(key_tok[1])} in {clause}(...)"
                         f"{_suggest(key_tok[1], list(keys))} (known: {', '.join(keys)})",
                         key_tok[2],
                     )
                 raise self.unexpected(key_tok, f"a field of {clause}(...)")
             if key_tok[1] in found:
-                raise self.error(f"field {key_tok[1]!r} is given twice", key_tok[2])
+                raise self.error(f"field {short(key_tok[1])} is given twice", key_tok[2])
             self.expect_punct("=", f"'=' after {key_tok[1]}")
             found[key_tok[1]] = parse_one(key_tok[1], key_tok[2])
             sep = self.advance()

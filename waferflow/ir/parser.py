@@ -14,6 +14,7 @@ import json
 import re
 
 from waferflow.errors import ParseError
+from waferflow.fileio import MAX_DEPTH, MAX_INT_DIGITS, short
 from waferflow.ir.dtypes import DType, TensorType
 from waferflow.ir.graph import (
     REPLICATED_EVERYWHERE,
@@ -241,7 +242,7 @@ class _Parser(ParallelClauses):
                 raise self.unexpected(kind_tok, "an op kind")
             choices = list(_KINDS) if result_toks else [*_KINDS, "return"]
             raise self.error(
-                f"unknown op kind {kind_tok[1]!r}{_suggest(kind_tok[1], choices)}", kind_tok[2]
+                f"unknown op kind {short(kind_tok[1])}{_suggest(kind_tok[1], choices)}", kind_tok[2]
             )
         items: list[tuple[str, AttrValue]] = []
         name_tok: Token | None = None
@@ -376,7 +377,7 @@ class _Parser(ParallelClauses):
         tok = self.advance()
         if tok[0] != _TYPE:
             raise self.error(
-                f"bad type {tok[1]!r}: write the element type and shape like f32[2,3] "
+                f"bad type {short(tok[1])}: write the element type and shape like f32[2,3] "
                 f"(f32[] for a scalar)",
                 tok[2],
             )
@@ -393,7 +394,7 @@ class _Parser(ParallelClauses):
         dtype = _DTYPES.get(text[:bracket])
         if dtype is None:
             raise self.error(
-                f"unknown element type {text[:bracket]!r}{_suggest(text[:bracket], list(_DTYPES))}"
+                f"unknown element type {short(text[:bracket])}{_suggest(text[:bracket], list(_DTYPES))}"
                 f" (known: {', '.join(_DTYPES)})",
                 pos,
             )
@@ -406,13 +407,16 @@ class _Parser(ParallelClauses):
                 col = pos + offset + (len(part) - len(part.lstrip()))
                 if not stripped.isascii() or not stripped.isdigit():
                     raise self.error(
-                        f"bad dimension {stripped!r} in type {text}: dimensions are "
+                        f"bad dimension {short(stripped)} in type {short(text)}: dimensions are "
                         f"non-negative integers",
                         col,
                     )
                 dims.append(self.int_of(stripped, col))
                 offset += len(part) + 1
-        return TensorType(tuple(dims), dtype)
+        try:
+            return TensorType(tuple(dims), dtype)
+        except ValueError as exc:
+            raise self.error(f"bad type {short(text)}: {exc}", pos) from None
 
     def parse_attrs(self) -> list[tuple[str, AttrValue]]:
         open_tok = self.expect_punct("{")
@@ -427,7 +431,7 @@ class _Parser(ParallelClauses):
                 raise self.unexpected(key_tok, "an attribute name")
             key = key_tok[1]
             if key in seen:
-                raise self.error(f"attribute {key!r} is given twice", key_tok[2])
+                raise self.error(f"attribute {short(key)} is given twice", key_tok[2])
             seen.add(key)
             if self.at_punct("="):
                 self.advance()
@@ -448,7 +452,7 @@ class _Parser(ParallelClauses):
                 )
             raise self.unexpected(tok, "',' or '}' in the attribute list")
 
-    def parse_value(self) -> AttrValue:
+    def parse_value(self, depth: int = 1) -> AttrValue:
         tok = self.advance()
         kind, text, pos = tok
         if kind == _NUM:
@@ -467,17 +471,19 @@ class _Parser(ParallelClauses):
             if text == "nan":
                 return float("nan")
             raise self.error(
-                f"bad attribute value {text!r}: expected a number, true, false, none, "
+                f"bad attribute value {short(text)}: expected a number, true, false, none, "
                 f'inf, nan, a "string" or a [list]',
                 pos,
             )
         if kind == _PUNCT and text == "[":
+            if depth > MAX_DEPTH:
+                raise self.error(f"lists nested more than {MAX_DEPTH} deep", pos)
             elems: list[AttrValue] = []
             if self.at_punct("]"):
                 self.advance()
                 return ()
             while True:
-                elems.append(self.parse_value())
+                elems.append(self.parse_value(depth + 1))
                 sep = self.advance()
                 if sep[0] == _PUNCT and sep[1] == "]":
                     return tuple(elems)
@@ -497,13 +503,13 @@ class _Parser(ParallelClauses):
             return float("-inf")
         if _FLOAT_RE.fullmatch(text):
             return float(text)
-        raise self.error(f"bad number {text!r}", tok[2])
+        raise self.error(f"bad number {short(text)}", tok[2])
 
     def int_of(self, text: str, pos: int) -> int:
-        try:
-            return int(text)
-        except ValueError:  # Python refuses to convert more than ~4300 digits
-            raise self.error(f"integer too long ({len(text)} digits)", pos) from None
+        digits = len(text.lstrip("-"))
+        if digits > MAX_INT_DIGITS:
+            raise self.error(f"integer too long ({digits} digits, at most {MAX_INT_DIGITS})", pos)
+        return int(text)
 
     def string_of(self, tok: Token) -> str:
         text = tok[1]

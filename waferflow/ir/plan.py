@@ -18,7 +18,17 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from waferflow.errors import ParseError, PlanError, VerificationError
+from waferflow.errors import FormatError, PlanError, VerificationError
+from waferflow.fileio import (
+    ErrorFactory,
+    loads_json,
+    read_text,
+    short,
+    want,
+    want_int,
+    want_object,
+    write_text,
+)
 from waferflow.ir.dtypes import DType
 from waferflow.ir.graph import Phase
 from waferflow.ir.opkind import OpKind
@@ -199,8 +209,14 @@ def verify_plan(plan: Plan, wafer: Wafer | None = None) -> None:
             dst_core = plan.actors[m.dst_actor].core
             if len(m.route) < 1 or m.route[0] != src_core or m.route[-1] != dst_core:
                 raise VerificationError(
-                    f"{where}.route {list(m.route)} must run from core {src_core} "
+                    f"{where}.route {short(list(m.route))} must run from core {src_core} "
                     f"to core {dst_core} (the endpoints' cores)"
+                )
+            if src_core == dst_core and len(m.route) > 1:
+                raise VerificationError(
+                    f"{where} stays on core {src_core} (both actors run there) but its "
+                    f"route visits {len(m.route)} cores; a core-local message crosses no "
+                    f"link: write its route as [{src_core}] or null"
                 )
     _verify_order(plan)
     verify_uses(plan)
@@ -224,12 +240,12 @@ def _verify_order(plan: Plan) -> None:
             seen[aid] = True
             if plan.actors[aid].core != c:
                 raise VerificationError(
-                    f"order[core {c}] lists actor {aid} ({plan.actors[aid].name!r}) "
+                    f"order[core {c}] lists actor {aid} ({short(plan.actors[aid].name)}) "
                     f"which is placed on core {plan.actors[aid].core}"
                 )
     missing = [i for i, s in enumerate(seen) if not s]
     if missing:
-        names = ", ".join(f"{i} ({plan.actors[i].name!r})" for i in missing[:5])
+        names = ", ".join(f"{i} ({short(plan.actors[i].name)})" for i in missing[:5])
         raise VerificationError(f"order does not list actor(s) {names}; every actor runs once")
 
 
@@ -256,9 +272,9 @@ def _verify_acyclic(plan: Plan) -> None:
                 ready.append(b)
     if done < n:
         stuck = [i for i in range(n) if indeg[i] > 0][:5]
-        names = ", ".join(f"{i} ({plan.actors[i].name!r})" for i in stuck)
+        names = ", ".join(f"{i} ({short(plan.actors[i].name)})" for i in stuck)
         raise VerificationError(
-            f"plan {plan.name!r} would deadlock: messages and per-core order form a cycle "
+            f"plan {short(plan.name)} would deadlock: messages and per-core order form a cycle "
             f"through actors {names}; reorder the cores' actors or remove the message"
         )
 
@@ -266,8 +282,8 @@ def _verify_acyclic(plan: Plan) -> None:
 def _verify_fits(plan: Plan, wafer: Wafer) -> None:
     if plan.wafer_name != wafer.name and "@" in plan.wafer_name + wafer.name:
         raise PlanError(
-            f"plan {plan.name!r} was made for wafer view {plan.wafer_name!r}, not "
-            f"{wafer.name!r}; run it on the view it was made for (--wafer {plan.wafer_name}, "
+            f"plan {short(plan.name)} was made for wafer view {short(plan.wafer_name)}, not "
+            f"{wafer.name!r}; run it on the view it was made for (--wafer {plan.wafer_name[:80]}, "
             "or CompiledPlan.wafer / ParallelResult.wafer: a plan's span coarsens the wafer "
             "it is given)"
         )
@@ -281,7 +297,7 @@ def _verify_fits(plan: Plan, wafer: Wafer) -> None:
             )
         if dead and divmod(a.core, wafer.cols) in dead:
             raise PlanError(
-                f"actors[{i}] ({a.name!r}) is placed on dead core "
+                f"actors[{i}] ({short(a.name)}) is placed on dead core "
                 f"{divmod(a.core, wafer.cols)} of wafer {wafer.name!r}"
             )
     for i, m in enumerate(plan.messages):
@@ -367,140 +383,136 @@ def plan_to_json(plan: Plan) -> str:
     return "\n".join(lines) + "\n"
 
 
+class PlanFormatError(FormatError, VerificationError):
+    """A plan JSON document that breaks the format; ``path`` names the field
+    (``$.actors[3].core``). A ``VerificationError`` too, as it always was."""
+
+
+_TOP_KEYS = (
+    "format", "version", "name", "wafer", "source", "notes", "actors", "messages", "host",
+    "order",
+)  # fmt: skip
+_TOP_REQUIRED = ("format", "version", "name", "wafer", "actors", "messages", "order")
+_ORDER_KEYS = ("core", "actors")
+_ACTOR_REQUIRED = ("id", "name", "core", "dtype", "phase", "op_kind")
+_MESSAGE_REQUIRED = ("id", "src_actor", "dst_actor", "bytes")
+
+
 def plan_from_json(text: str, *, source: str = "<json>") -> Plan:
-    """Parse and verify a plan; malformed JSON is a ``ParseError``, a bad field a
-    ``VerificationError`` naming it."""
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ParseError(f"invalid JSON: {e.msg}", e.lineno, e.colno, source) from None
-    if not isinstance(doc, dict):
-        raise VerificationError(f"{source}: a plan must be a JSON object")
-    if doc.get("format") != PLAN_FORMAT:
-        raise VerificationError(
-            f"{source}: format is {doc.get('format')!r}, expected {PLAN_FORMAT!r}"
+    """Parse and verify a plan; malformed JSON is a ``ParseError`` with line and
+    column, a bad field a ``PlanFormatError`` naming it."""
+    return plan_from_doc(loads_json(text, source), source=source)
+
+
+def plan_from_doc(doc: Any, *, source: str = "<json>", path: str = "$") -> Plan:
+    """Build and verify a plan from a parsed JSON document (``path`` is where the
+    document sits in its file, for messages: ``$.plan`` inside a bundle)."""
+
+    def err(where: str, message: str) -> PlanFormatError:
+        return PlanFormatError(where, message, source)
+
+    want_object(doc, path, _TOP_KEYS, _TOP_REQUIRED, error=err)
+    if doc["format"] != PLAN_FORMAT:
+        raise err(f"{path}.format", f"format is {short(doc['format'])}, expected {PLAN_FORMAT!r}")
+    version = doc["version"]
+    if isinstance(version, bool) or version != PLAN_VERSION:
+        raise err(
+            f"{path}.version",
+            f"version is {short(version)}; this waferflow reads version {PLAN_VERSION}",
         )
-    if doc.get("version") != PLAN_VERSION:
-        raise VerificationError(
-            f"{source}: version is {doc.get('version')!r}; this waferflow reads version "
-            f"{PLAN_VERSION}"
-        )
-    name = _field(doc, "name", str, source)
-    wafer_name = _field(doc, "wafer", str, source)
-    plan_source = _field(doc, "source", str, source, default="")
-    notes = _field(doc, "notes", list, source, default=[])
-    if not all(isinstance(x, str) for x in notes):
-        raise VerificationError(f"{source}: notes must be a list of strings")
-    actors = tuple(
-        _actor_from(d, f"actors[{i}]", source)
-        for i, d in enumerate(_field(doc, "actors", list, source))
-    )
+    name = want(doc["name"], f"{path}.name", str, "a string", error=err)
+    wafer_name = want(doc["wafer"], f"{path}.wafer", str, "a string", error=err)
+    plan_source = want(doc.get("source", ""), f"{path}.source", str, "a string", error=err)
+    notes = want(doc.get("notes", []), f"{path}.notes", list, "an array of strings", error=err)
+    for i, note in enumerate(notes):
+        want(note, f"{path}.notes[{i}]", str, "a string", error=err)
+    actors_raw = want(doc["actors"], f"{path}.actors", list, "an array", error=err)
+    actors = tuple(_actor_from(d, f"{path}.actors[{i}]", err) for i, d in enumerate(actors_raw))
+    messages_raw = want(doc["messages"], f"{path}.messages", list, "an array", error=err)
     messages = tuple(
-        _message_from(d, f"messages[{i}]", source)
-        for i, d in enumerate(_field(doc, "messages", list, source))
+        _message_from(d, f"{path}.messages[{i}]", err) for i, d in enumerate(messages_raw)
     )
+    host_raw = want(doc.get("host", []), f"{path}.host", list, "an array", error=err)
+    host = tuple(host_from(d, f"{path}.host[{i}]", err) for i, d in enumerate(host_raw))
     order: list[tuple[int, tuple[int, ...]]] = []
-    for i, d in enumerate(_field(doc, "order", list, source)):
-        where = f"order[{i}]"
-        core = _field(d, "core", int, source, where)
-        ids = _field(d, "actors", list, source, where)
-        if not all(isinstance(x, int) and not isinstance(x, bool) for x in ids):
-            raise VerificationError(f"{source}: {where}.actors must be a list of ints")
-        order.append((core, tuple(ids)))
-    host = tuple(
-        host_from(d, f"host[{i}]", source)
-        for i, d in enumerate(_field(doc, "host", list, source, default=[]))
-    )
+    for i, d in enumerate(want(doc["order"], f"{path}.order", list, "an array", error=err)):
+        where = f"{path}.order[{i}]"
+        want_object(d, where, _ORDER_KEYS, _ORDER_KEYS, error=err)
+        core = want_int(d["core"], f"{where}.core", error=err)
+        ids = want(d["actors"], f"{where}.actors", list, "an array of actor ids", error=err)
+        order.append(
+            (core, tuple(want_int(x, f"{where}.actors[{j}]", error=err) for j, x in enumerate(ids)))
+        )
     plan = Plan(name, wafer_name, actors, messages, tuple(order), tuple(notes), plan_source, host)
     verify_plan(plan)
     return plan
 
 
-_MISSING = object()
-
-
-def _field(
-    d: Any, key: str, ty: type, source: str, where: str = "", default: Any = _MISSING
-) -> Any:
-    label = f"{where}.{key}" if where else key
-    if not isinstance(d, dict):
-        raise VerificationError(f"{source}: {where or 'document'} must be a JSON object")
-    if key not in d:
-        if default is not _MISSING:
-            return default
-        raise VerificationError(f"{source}: missing field {label}")
-    v = d[key]
-    bad = not isinstance(v, ty) or (ty is int and isinstance(v, bool))
-    if bad:
-        raise VerificationError(f"{source}: {label} must be {ty.__name__}, got {v!r}")
-    return v
-
-
-def _enum(cls: Any, value: Any, label: str, source: str) -> Any:
+def json_enum(cls: Any, value: Any, where: str, err: ErrorFactory) -> Any:
+    """``cls(value)`` for a JSON string, or an error naming ``where``."""
+    want(value, where, str, f"a {cls.__name__} name (a string)", error=err)
     try:
         return cls(value)
     except ValueError:
-        raise VerificationError(
-            f"{source}: {label} = {value!r} is not a valid {cls.__name__}"
-        ) from None
+        raise err(where, f"{short(value)} is not a valid {cls.__name__}") from None
 
 
-def _actor_from(d: Any, where: str, source: str) -> Actor:
-    unknown = set(d) - set(_ACTOR_FIELDS) if isinstance(d, dict) else set()
-    if unknown:
-        raise VerificationError(f"{source}: {where} has unknown field(s) {sorted(unknown)}")
-    ints = {
-        k: _field(d, k, int, source, where, default=0)
-        for k in ("flops", "bytes_read", "bytes_written", "mem_bytes", "out_bytes")
-    }
+def _actor_from(d: Any, where: str, err: ErrorFactory) -> Actor:
+    want_object(d, where, _ACTOR_FIELDS, _ACTOR_REQUIRED, error=err)
+
+    def count(key: str) -> int:
+        return want_int(d.get(key, 0), f"{where}.{key}", error=err)
+
+    def text(key: str) -> str:
+        return want(d.get(key, ""), f"{where}.{key}", str, "a string", error=err)
+
+    work = want(d.get("work", []), f"{where}.work", list, "an array", error=err)
     return Actor(
-        id=_field(d, "id", int, source, where),
-        name=_field(d, "name", str, source, where),
-        core=_field(d, "core", int, source, where),
-        dtype=_enum(DType, _field(d, "dtype", str, source, where), f"{where}.dtype", source),
-        phase=_enum(Phase, _field(d, "phase", str, source, where), f"{where}.phase", source),
-        op_kind=_enum(OpKind, _field(d, "op_kind", str, source, where), f"{where}.op_kind", source),
-        module=_field(d, "module", str, source, where, default=""),
-        stage=_field(d, "stage", int, source, where, default=0),
-        microbatch=_field(d, "microbatch", int, source, where, default=0),
-        layer=_field(d, "layer", str, source, where, default=""),
-        work=tuple(
-            work_from(w, f"{where}.work[{j}]", source)
-            for j, w in enumerate(_field(d, "work", list, source, where, default=[]))
-        ),
-        **ints,
+        id=count("id"),
+        name=text("name"),
+        core=count("core"),
+        flops=count("flops"),
+        bytes_read=count("bytes_read"),
+        bytes_written=count("bytes_written"),
+        dtype=json_enum(DType, d["dtype"], f"{where}.dtype", err),
+        phase=json_enum(Phase, d["phase"], f"{where}.phase", err),
+        op_kind=json_enum(OpKind, d["op_kind"], f"{where}.op_kind", err),
+        module=text("module"),
+        mem_bytes=count("mem_bytes"),
+        out_bytes=count("out_bytes"),
+        stage=count("stage"),
+        microbatch=count("microbatch"),
+        layer=text("layer"),
+        work=tuple(work_from(w, f"{where}.work[{j}]", err) for j, w in enumerate(work)),
     )
 
 
-def _message_from(d: Any, where: str, source: str) -> Message:
-    unknown = set(d) - set(_MESSAGE_FIELDS) if isinstance(d, dict) else set()
-    if unknown:
-        raise VerificationError(f"{source}: {where} has unknown field(s) {sorted(unknown)}")
-    route = d.get("route") if isinstance(d, dict) else None
-    if route is not None and (
-        not isinstance(route, list)
-        or not all(isinstance(x, int) and not isinstance(x, bool) for x in route)
-    ):
-        raise VerificationError(f"{source}: {where}.route must be null or a list of core ids")
+def _message_from(d: Any, where: str, err: ErrorFactory) -> Message:
+    want_object(d, where, _MESSAGE_FIELDS, _MESSAGE_REQUIRED, error=err)
+    route = d.get("route")
+    if route is not None:
+        want(route, f"{where}.route", list, "null or an array of core ids", error=err)
+        route = tuple(want_int(c, f"{where}.route[{j}]", error=err) for j, c in enumerate(route))
     return Message(
-        id=_field(d, "id", int, source, where),
-        src_actor=_field(d, "src_actor", int, source, where),
-        dst_actor=_field(d, "dst_actor", int, source, where),
-        bytes=_field(d, "bytes", int, source, where),
-        route=None if route is None else tuple(route),
-        holds=_field(d, "holds", bool, source, where, default=True),
-        bcast=_field(d, "bcast", int, source, where, default=-1),
-        last_use=_field(d, "last_use", int, source, where, default=-1),
+        id=want_int(d["id"], f"{where}.id", error=err),
+        src_actor=want_int(d["src_actor"], f"{where}.src_actor", error=err),
+        dst_actor=want_int(d["dst_actor"], f"{where}.dst_actor", error=err),
+        bytes=want_int(d["bytes"], f"{where}.bytes", error=err),
+        route=route,
+        holds=want(d.get("holds", True), f"{where}.holds", bool, "true or false", error=err),
+        bcast=want_int(d.get("bcast", -1), f"{where}.bcast", -1, error=err),
+        last_use=want_int(d.get("last_use", -1), f"{where}.last_use", -1, error=err),
     )
 
 
 def save_plan(plan: Plan, path: str | Path) -> None:
-    Path(path).write_text(plan_to_json(plan), encoding="utf-8")
+    """Write the plan JSON to ``path`` atomically."""
+    write_text(path, plan_to_json(plan))
 
 
 def load_plan(path: str | Path) -> Plan:
-    p = Path(path)
-    return plan_from_json(p.read_text(encoding="utf-8"), source=str(p))
+    text = read_text(path, "plan file", "write one with `waferflow compile -o`")
+    return plan_from_json(text, source=str(path))
 
 
 __all__ = [
@@ -511,7 +523,9 @@ __all__ = [
     "Message",
     "OpWork",
     "Plan",
+    "PlanFormatError",
     "load_plan",
+    "plan_from_doc",
     "plan_from_json",
     "plan_to_json",
     "save_plan",

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from waferflow.errors import VerificationError
+from waferflow.fileio import ErrorFactory, want, want_int, want_object
 from waferflow.ir.opkind import OpKind
 
 if TYPE_CHECKING:
@@ -101,43 +102,35 @@ def host_doc(h: HostTransfer) -> dict[str, Any]:
     }
 
 
-def _ints(v: Any, label: str, source: str) -> tuple[int, ...]:
-    if not isinstance(v, list) or not all(
-        isinstance(x, int) and not isinstance(x, bool) for x in v
-    ):
-        raise VerificationError(f"{source}: {label} must be a list of ints")
-    return tuple(v)
+def work_from(w: Any, where: str, err: ErrorFactory) -> OpWork:
+    """An ``OpWork`` from its JSON ``[op kind, flops, [reads], [writes]]``."""
+    from waferflow.ir.plan import json_enum  # the plan's JSON readers
 
-
-def work_from(w: Any, where: str, source: str) -> OpWork:
-    from waferflow.ir.plan import _enum as json_enum  # the plan's JSON readers
-
-    if not isinstance(w, list) or len(w) != 4:
-        raise VerificationError(f"{source}: {where} must be [op kind, flops, [reads], [writes]]")
-    flops = w[1]
-    if not isinstance(flops, int) or isinstance(flops, bool):
-        raise VerificationError(f"{source}: {where} flops must be an int")
+    want(w, where, lambda v: isinstance(v, list) and len(v) == 4, "[op kind, flops, [reads], [writes]]", error=err)  # fmt: skip
+    sizes = []
+    for k, label in ((2, "reads"), (3, "writes")):
+        raw = want(w[k], f"{where}[{k}]", list, f"an array of byte counts ({label})", error=err)
+        sizes.append(tuple(want_int(x, f"{where}[{k}][{j}]", error=err) for j, x in enumerate(raw)))
     return OpWork(
-        json_enum(OpKind, w[0], f"{where} kind", source),
-        flops,
-        _ints(w[2], f"{where} reads", source),
-        _ints(w[3], f"{where} writes", source),
+        json_enum(OpKind, w[0], f"{where}[0]", err),
+        want_int(w[1], f"{where}[1]", error=err),
+        sizes[0],
+        sizes[1],
     )
 
 
-def host_from(d: Any, where: str, source: str) -> HostTransfer:
-    from waferflow.ir.plan import _field as json_field
+_HOST_KEYS = ("actor", "bytes", "name", "to_host", "last_use")
 
-    known = {"actor", "bytes", "name", "to_host", "last_use"}
-    unknown = set(d) - known if isinstance(d, dict) else set()
-    if unknown:
-        raise VerificationError(f"{source}: {where} has unknown field(s) {sorted(unknown)}")
+
+def host_from(d: Any, where: str, err: ErrorFactory) -> HostTransfer:
+    """A ``HostTransfer`` from its JSON object."""
+    want_object(d, where, _HOST_KEYS, 2, error=err)
     return HostTransfer(
-        actor=json_field(d, "actor", int, source, where),
-        bytes=json_field(d, "bytes", int, source, where),
-        name=json_field(d, "name", str, source, where, default=""),
-        to_host=json_field(d, "to_host", bool, source, where, default=False),
-        last_use=json_field(d, "last_use", int, source, where, default=-1),
+        actor=want_int(d["actor"], f"{where}.actor", error=err),
+        bytes=want_int(d["bytes"], f"{where}.bytes", error=err),
+        name=want(d.get("name", ""), f"{where}.name", str, "a string", error=err),
+        to_host=want(d.get("to_host", False), f"{where}.to_host", bool, "true or false", error=err),
+        last_use=want_int(d.get("last_use", -1), f"{where}.last_use", -1, error=err),
     )
 
 

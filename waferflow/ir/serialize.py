@@ -26,7 +26,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from waferflow.errors import ParseError, VerificationError, WaferflowError
+from waferflow.errors import FormatError, VerificationError
+from waferflow.fileio import INT64_MAX, kind_name, loads_json, short, want, want_object
 from waferflow.ir.dtypes import DType, TensorType
 from waferflow.ir.graph import (
     REPLICATED_EVERYWHERE,
@@ -67,13 +68,12 @@ _COST_KEYS = ("flops", "bytes_read", "bytes_written")
 _SPECIAL_FLOATS = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}
 
 
-class GraphFormatError(WaferflowError):
+class GraphFormatError(FormatError):
     """A JSON graph document that does not follow the format; ``path`` names the field
     (``$.ops[3].results[0].shape``)."""
 
-    def __init__(self, path: str, message: str) -> None:
-        self.path = path
-        super().__init__(f"{path}: {message}")
+    def __init__(self, path: str, message: str, source: str = "") -> None:
+        super().__init__(path, message, source)
 
 
 # -- writing ---------------------------------------------------------------------------
@@ -186,44 +186,14 @@ def dumps_graph(graph: Graph) -> str:
 # -- reading ---------------------------------------------------------------------------
 
 
-def _kind_name(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int):
-        return "an integer"
-    if isinstance(value, float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, dict):
-        return "an object"
-    return type(value).__name__
-
-
 def _want_object(value: Any, path: str, keys: tuple[str, ...], required: int) -> dict[str, Any]:
     """``value`` as an object whose keys are among ``keys``; the first ``required`` of
     them must be present."""
-    if not isinstance(value, dict):
-        raise GraphFormatError(path, f"expected an object, found {_kind_name(value)}")
-    for key in value:
-        if key not in keys:
-            close = difflib.get_close_matches(str(key), keys, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else f" (known: {', '.join(keys)})"
-            raise GraphFormatError(f"{path}.{key}", f"unknown field {key!r}{hint}")
-    for key in keys[:required]:
-        if key not in value:
-            raise GraphFormatError(path, f"missing field {key!r}")
-    return value
+    return want_object(value, path, keys, required, error=GraphFormatError)
 
 
 def _want(value: Any, path: str, check: Callable[[Any], bool], what: str) -> Any:
-    if not check(value):
-        raise GraphFormatError(path, f"expected {what}, found {_kind_name(value)}")
-    return value
+    return want(value, path, check, what, error=GraphFormatError)
 
 
 def _is_str(v: Any) -> bool:
@@ -238,13 +208,18 @@ def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
+def _is_count(v: Any) -> bool:
+    return _is_int(v) and 0 <= v <= INT64_MAX
+
+
 def _decode_attr(value: Any, path: str) -> AttrValue:
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, list):
         return tuple(_decode_attr(v, f"{path}[{i}]") for i, v in enumerate(value))
-    if isinstance(value, dict) and set(value) == {"float"} and value["float"] in _SPECIAL_FLOATS:
-        return _SPECIAL_FLOATS[value["float"]]
+    special = value.get("float") if isinstance(value, dict) and len(value) == 1 else None
+    if isinstance(special, str) and special in _SPECIAL_FLOATS:
+        return _SPECIAL_FLOATS[special]
     raise GraphFormatError(
         path,
         "expected an attribute value (number, string, boolean, null, array, or "
@@ -258,9 +233,9 @@ def _enum_value(enum: Any, text: Any, path: str, what: str) -> Any:
         return enum(text)
     except ValueError:
         known = [m.value for m in enum]
-        close = difflib.get_close_matches(text, known, n=3)
+        close = difflib.get_close_matches(text[:100], known, n=3)
         hint = "; did you mean " + " or ".join(close) + "?" if close else ""
-        raise GraphFormatError(path, f"unknown {what} {text!r}{hint}") from None
+        raise GraphFormatError(path, f"unknown {what} {short(text)}{hint}") from None
 
 
 def _lookup(names: dict[str, Value], name: Any, path: str) -> Value:
@@ -268,7 +243,8 @@ def _lookup(names: dict[str, Value], name: Any, path: str) -> Value:
     value = names.get(name)
     if value is None:
         raise GraphFormatError(
-            path, f"value {name!r} is not defined by an earlier op (ops are in topological order)"
+            path,
+            f"value {short(name)} is not defined by an earlier op (ops are in topological order)",
         )
     return value
 
@@ -280,12 +256,14 @@ def graph_from_json(doc: Any) -> Graph:
     """
     _want_object(doc, "$", _TOP_KEYS, required=5)
     if doc["format"] != FORMAT:
-        raise GraphFormatError("$.format", f"unknown format {doc['format']!r}; expected {FORMAT!r}")
+        raise GraphFormatError(
+            "$.format", f"unknown format {short(doc['format'])}; expected {FORMAT!r}"
+        )
     version = doc["version"]
     if not _is_int(version) or version not in _VERSIONS:
         raise GraphFormatError(
             "$.version",
-            f"unsupported version {version!r}; this waferflow reads versions "
+            f"unsupported version {short(version)}; this waferflow reads versions "
             f"{', '.join(map(str, _VERSIONS))}",
         )
     graph = Graph(_want(doc["name"], "$.name", _is_str, "a string"))
@@ -310,21 +288,23 @@ def _decode_graph_parallel(raw: Any, path: str) -> GraphParallel:
     for key in ("dp", "tp", "mb", "pp", "ranks", "ep"):
         value = raw.get(key, 1)
         if not _is_int(value) or value < 1:
-            raise GraphFormatError(f"{path}.{key}", f"expected an integer >= 1, found {value!r}")
+            raise GraphFormatError(
+                f"{path}.{key}", f"expected an integer >= 1, found {short(value)}"
+            )
         ints[key] = value
     level = _enum_value(ParallelLevel, raw.get("level", "sharded"), f"{path}.level", "level")
     zero = raw.get("zero", 0)
     if not _is_int(zero) or zero not in (0, 1, 2, 3):
-        raise GraphFormatError(f"{path}.zero", f"expected a ZeRO stage 0..3, found {zero!r}")
+        raise GraphFormatError(f"{path}.zero", f"expected a ZeRO stage 0..3, found {short(zero)}")
     reshard = raw.get("reshard", False)
     if not isinstance(reshard, bool):
-        raise GraphFormatError(f"{path}.reshard", f"expected true or false, found {reshard!r}")
+        raise GraphFormatError(f"{path}.reshard", f"expected true or false, found {short(reshard)}")
     return GraphParallel(plan, wafer, level=level, reshard=reshard, zero=zero, **ints)
 
 
 def _decode_sharding(raw: Any, path: str) -> Sharding:
     if not isinstance(raw, dict):
-        raise GraphFormatError(path, f"expected an object, found {_kind_name(raw)}")
+        raise GraphFormatError(path, f"expected an object, found {kind_name(raw)}")
     items: dict[MeshAxis, Placement] = {}
     for key, value in raw.items():
         axis = _enum_value(MeshAxis, key, f"{path}.{key}", "mesh axis")
@@ -334,10 +314,12 @@ def _decode_sharding(raw: Any, path: str) -> Sharding:
         _want_object(value, f"{path}.{key}", ("split", "block"), required=2)
         dim, block = value["split"], value["block"]
         if not _is_int(dim) or dim < 0:
-            raise GraphFormatError(f"{path}.{key}.split", f"expected a dimension, found {dim!r}")
+            raise GraphFormatError(
+                f"{path}.{key}.split", f"expected a dimension, found {short(dim)}"
+            )
         if not _is_int(block) or block < 1:
             raise GraphFormatError(
-                f"{path}.{key}.block", f"expected an integer >= 1, found {block!r}"
+                f"{path}.{key}.block", f"expected an integer >= 1, found {short(block)}"
             )
         items[axis] = Split(dim, block)
     return Sharding.of(items)
@@ -373,7 +355,7 @@ def _decode_par(raw: Any, path: str, operands: list[Value]) -> OpParallel:
     region_raw = _want(raw.get("region", []), f"{path}.region", _is_list, "an array")
     for i, c in enumerate(region_raw):
         if not _is_int(c) or c < 0:
-            raise GraphFormatError(f"{path}.region[{i}]", f"expected a core id, found {c!r}")
+            raise GraphFormatError(f"{path}.region[{i}]", f"expected a core id, found {short(c)}")
     return OpParallel(stage, mode, inputs, divided, tuple(stats), tuple(region_raw))
 
 
@@ -393,31 +375,32 @@ def _add_op(graph: Graph, names: dict[str, Value], raw: Any, path: str) -> None:
         if not name:
             raise GraphFormatError(f"{rpath}.name", "value names must not be empty")
         if name in names or name in result_names:
-            raise GraphFormatError(f"{rpath}.name", f"value {name!r} is defined twice")
+            raise GraphFormatError(f"{rpath}.name", f"value {short(name)} is defined twice")
         result_names.append(name)
         dtype = _enum_value(DType, res["dtype"], f"{rpath}.dtype", "element type")
         shape = _want(res["shape"], f"{rpath}.shape", _is_list, "an array")
         for k, d in enumerate(shape):
-            if not _is_int(d) or d < 0:
+            if not _is_count(d):
                 raise GraphFormatError(
-                    f"{rpath}.shape[{k}]", f"expected a non-negative integer, found {d!r}"
+                    f"{rpath}.shape[{k}]",
+                    f"expected a non-negative integer up to 2**63-1, found {short(d)}",
                 )
-        types.append(TensorType(tuple(shape), dtype))
+        try:
+            types.append(TensorType(tuple(shape), dtype))
+        except ValueError as exc:
+            raise GraphFormatError(f"{rpath}.shape", str(exc)) from None
         shardings.append(
             _decode_sharding(res["sharding"], f"{rpath}.sharding")
             if "sharding" in res
             else REPLICATED_EVERYWHERE
         )
-    attrs_raw = raw.get("attrs", {})
-    if not isinstance(attrs_raw, dict):
-        raise GraphFormatError(
-            f"{path}.attrs", f"expected an object, found {_kind_name(attrs_raw)}"
-        )
+    attrs_raw = want_object(raw.get("attrs", {}), f"{path}.attrs", error=GraphFormatError)
     items: list[tuple[str, AttrValue]] = []
     for key in sorted(attrs_raw):
         if not key.isidentifier():
             raise GraphFormatError(
-                f"{path}.attrs.{key}", f"attribute name {key!r} is not an identifier"
+                f"{path}.attrs.{key[:60]}",
+                f"attribute name {short(key)} is not an identifier",
             )
         items.append((key, _decode_attr(attrs_raw[key], f"{path}.attrs.{key}")))
     phase = _enum_value(Phase, raw.get("phase", "fwd"), f"{path}.phase", "phase")
@@ -427,7 +410,8 @@ def _add_op(graph: Graph, names: dict[str, Value], raw: Any, path: str) -> None:
     ]
     cost_raw = _want_object(raw.get("cost", {}), f"{path}.cost", _COST_KEYS, required=0)
     cost_parts = [
-        _want(cost_raw.get(k, 0), f"{path}.cost.{k}", _is_int, "an integer") for k in _COST_KEYS
+        _want(cost_raw.get(k, 0), f"{path}.cost.{k}", _is_count, "an integer in 0..2**63-1")
+        for k in _COST_KEYS
     ]
     par = _decode_par(raw["par"], f"{path}.par", operands) if "par" in raw else None
     op = graph.add_op(
@@ -447,21 +431,6 @@ def _add_op(graph: Graph, names: dict[str, Value], raw: Any, path: str) -> None:
         names[v.name] = v
 
 
-def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise GraphFormatError("$", f"a JSON object has the key {key!r} twice")
-        out[key] = value
-    return out
-
-
-def _reject_constant(name: str) -> Any:
-    raise GraphFormatError(
-        "$", f'{name} is not JSON; write non-finite floats as {{"float": "inf"}} and so on'
-    )
-
-
 def loads_graph(text: str, source: str = "<json>") -> Graph:
     """Read a graph from JSON text (as ``dumps_graph`` writes it).
 
@@ -469,9 +438,9 @@ def loads_graph(text: str, source: str = "<json>") -> Graph:
     that breaks the format raises ``GraphFormatError`` naming the field.
     """
     try:
-        doc = json.loads(
-            text, object_pairs_hook=_no_duplicate_keys, parse_constant=_reject_constant
+        doc = loads_json(
+            text, source, constant_hint='; write non-finite floats as {"float": "inf"} and so on'
         )
-    except json.JSONDecodeError as exc:
-        raise ParseError(f"malformed JSON: {exc.msg}", exc.lineno, exc.colno, source) from None
-    return graph_from_json(doc)
+        return graph_from_json(doc)
+    except FormatError as exc:  # one class for the whole format, with the file named
+        raise GraphFormatError(exc.path, exc.detail, source) from None

@@ -24,7 +24,7 @@ _INT_RE = re.compile(r"-?[0-9]+")
 
 
 def _suggest(word: str, choices: list[str]) -> str:
-    close = difflib.get_close_matches(word, choices, n=3, cutoff=0.6)
+    close = difflib.get_close_matches(word[:100], choices, n=3, cutoff=0.6)
     if close:
         return "; did you mean " + " or ".join(close) + "?"
     return ""

@@ -10,6 +10,11 @@ from pathlib import Path
 from ortools.sat.python import cp_model
 
 from waferflow.errors import PlanError
+from waferflow.fileio import atomic_path
+from waferflow.interrupt import run_interruptible
+
+GUARD_FACTOR = 20.0  # a deterministic second takes about a wall second on one free core
+GUARD_SLACK = 30.0  # wall seconds
 
 
 @dataclass(frozen=True)
@@ -18,9 +23,11 @@ class SolveOptions:
 
     ``time_limit`` is in CP-SAT *deterministic* seconds (roughly seconds on a typical
     core, but independent of machine load), so the same inputs and seed give the same
-    result. ``max_wall_time`` is only a safety net against hangs (default
-    ``4 x time_limit + 10`` s); if it ever fires, the result says so in its techniques
-    because it may then differ between runs.
+    result. Nothing stops on wall-clock time, except one safety net against a hung
+    solver: each CP-SAT call is stopped after ``wall_guard(its limit)`` wall seconds
+    (``max_wall_time`` if set, else ``GUARD_FACTOR`` x its deterministic limit +
+    ``GUARD_SLACK``: far more than a loaded machine needs). If that ever fires, the
+    result says so in its techniques, because it may then differ between runs.
 
     ``num_workers > 1`` runs CP-SAT's parallel portfolio: often better, but *not*
     reproducible (measured with 9.15: even ``interleave_search``, documented as
@@ -51,9 +58,12 @@ class SolveOptions:
         and may overrun a call slightly, so 2% of the limit is held back."""
         return 0.98 * self.time_limit
 
-    @property
-    def wall_cap(self) -> float:
-        return self.max_wall_time if self.max_wall_time is not None else 4 * self.time_limit + 10
+    def wall_guard(self, det_limit: float) -> float:
+        """Wall seconds after which one CP-SAT call of ``det_limit`` deterministic
+        seconds is taken to hang and stopped."""
+        if self.max_wall_time is not None:
+            return self.max_wall_time
+        return GUARD_FACTOR * det_limit + GUARD_SLACK
 
 
 @dataclass(frozen=True)
@@ -79,16 +89,16 @@ def run_cpsat(
     det_limit: float,
     *,
     seed_offset: int = 0,
-    wall_cap: float | None = None,
     linearization: int | None = None,
 ) -> CpRun:
-    """Solve ``model`` within ``det_limit`` deterministic seconds; never raises on limits."""
+    """Solve ``model`` within ``det_limit`` deterministic seconds; never raises on limits
+    (the wall-clock guard, ``SolveOptions.wall_guard``, only catches a hung solver)."""
     hint_time = complete_hint(model, options) if model.proto.solution_hint.vars else 0.0
     solver = cp_model.CpSolver()
     p = solver.parameters
     p.max_deterministic_time = max(det_limit - hint_time, 1e-3)
-    cap = options.wall_cap if wall_cap is None else wall_cap
-    p.max_time_in_seconds = max(cap, 0.05)
+    cap = options.wall_guard(det_limit)
+    p.max_time_in_seconds = cap
     p.random_seed = (options.seed + seed_offset) % (2**31 - 1)
     p.num_workers = options.num_workers
     p.relative_gap_limit = options.gap_limit
@@ -97,7 +107,7 @@ def run_cpsat(
     p.log_search_progress = False
     if linearization is not None:
         p.linearization_level = linearization
-    status = solver.solve(model)
+    status = _solve(solver, model)
     name = solver.status_name(status)
     if name == "MODEL_INVALID":
         raise RuntimeError(f"internal error: CP-SAT rejected the model: {model.validate()}")
@@ -115,6 +125,14 @@ def run_cpsat(
     )
 
 
+def _solve(solver: cp_model.CpSolver, model: cp_model.CpModel) -> int:
+    """Every CP-SAT solve goes through here, so that Ctrl-C interrupts it
+    (``waferflow.interrupt``): CP-SAT's own SIGINT handler is turned off (it would end
+    the search early as if it had finished, and the compile would carry on)."""
+    solver.parameters.catch_sigint_signal = False
+    return run_interruptible(lambda: solver.solve(model), solver.stop_search)
+
+
 def complete_hint(model: cp_model.CpModel, options: SolveOptions) -> float:
     """Turn a partial hint into a complete one: solve with the hinted variables fixed
     (pure propagation, near-instant) and hint every variable with the result. A
@@ -125,10 +143,10 @@ def complete_hint(model: cp_model.CpModel, options: SolveOptions) -> float:
     p = solver.parameters
     p.fix_variables_to_their_hinted_value = True
     p.max_deterministic_time = 0.5
-    p.max_time_in_seconds = max(1.0, options.wall_cap / 10)
+    p.max_time_in_seconds = options.wall_guard(p.max_deterministic_time)
     p.num_workers = 1
     p.random_seed = options.seed % (2**31 - 1)
-    name = solver.status_name(solver.solve(model))
+    name = solver.status_name(_solve(solver, model))
     if name in ("OPTIMAL", "FEASIBLE"):
         values = list(solver.response_proto.solution)
         model.clear_hints()
@@ -145,7 +163,6 @@ def export(model: cp_model.CpModel, path: Path | None) -> None:
     """Write the model proto (text if the name ends in .txt / .pbtxt, else binary)."""
     if path is None:
         return
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if not model.export_to_file(str(path)):
-        raise PlanError(f"could not write the CP-SAT model to {path}")
+    with atomic_path(path) as tmp:  # the suffix (text or binary) is kept
+        if not model.export_to_file(str(tmp)):
+            raise PlanError(f"could not write the CP-SAT model to {path}")

@@ -113,8 +113,8 @@ class _Search:
             return True
         return False
 
-    def wall_left(self) -> float:
-        return self.opts.wall_cap - (time.perf_counter() - self.t0)
+    def hit_wall(self) -> None:
+        self.wall_hit = True
 
     def left(self) -> float:
         return self.opts.budget - self.used
@@ -128,7 +128,6 @@ class _Search:
             self.opts,
             max(min(limit, self.left()), 1e-3),
             seed_offset=seed_offset,
-            wall_cap=max(self.wall_left(), 0.05),
             linearization=linearization,
         )
         self.used += r.deterministic_time
@@ -332,7 +331,7 @@ def solve_floorplan(
             bound = max(bound, _full_model(s, s.left() / 2))
         if s.rects is not None and s.left() > 0.05 and bound < s.objective * (1 - opts.gap_limit):
             rects, dt, rounds, better, lns_bound = improve_floorplan(
-                problem, s.rects, s.left(), opts, s.wall_left
+                problem, s.rects, s.left(), opts, s.hit_wall
             )
             s.used += dt
             s.offer(rects, s.source + "+lns")
@@ -354,7 +353,7 @@ def solve_floorplan(
     bound = max(bound, floorplan_lower_bound(problem, cost.objective, t_min=t_lower))
     bound = min(bound, cost.objective)  # integer rounding can leave it a hair above
     gap = relative_gap(cost.objective, bound)
-    if s.wall_hit or s.wall_left() < 0:
+    if s.wall_hit:
         s.techniques.append("wall-limit-hit(non-deterministic)")
     if opts.num_workers > 1:
         s.techniques.append(f"parallel:{opts.num_workers}-workers(non-deterministic)")

@@ -2,8 +2,10 @@
 neighbourhood, re-solve it exactly with CP-SAT (hinted with the current placement, so it
 never gets worse), keep improvements, repeat.
 
-Everything is deterministic: neighbourhoods come from ``random.Random(seed)`` and the
-sub-solves run under deterministic time limits. The neighbourhood grows while
+Everything is deterministic: neighbourhoods come from ``random.Random(seed)``, the
+sub-solves run under deterministic time limits, and a search stops when its
+deterministic time or its rounds run out, never on wall-clock time (the same command
+gives the same placement on a quiet and on a loaded machine). The neighbourhood grows while
 sub-problems are solved to optimality without improvement and shrinks when they time out.
 """
 
@@ -37,7 +39,7 @@ def improve_floorplan(
     rects: tuple[Rect, ...],
     budget: float,
     options: SolveOptions,
-    wall_left: Callable[[], float],
+    on_wall_hit: Callable[[], None] | None = None,
 ) -> tuple[tuple[Rect, ...], float, int, int, float]:
     """LNS over the rectangles model. Neighbourhoods, in turn: the slowest group and its
     nearest groups; a random group and its nearest; a run of consecutive groups (pipeline
@@ -53,7 +55,7 @@ def improve_floorplan(
     used = 0.0
     rounds = better = 0
     bound = -math.inf
-    while used < budget - 1e-3 and rounds < _MAX_ROUNDS and wall_left() > 0.5:
+    while used < budget - 1e-3 and rounds < _MAX_ROUNDS:  # deterministic work only
         kind = rounds % 3
         if kind == 2:
             first = rng.randrange(n)
@@ -66,9 +68,9 @@ def improve_floorplan(
         scale = Scale.from_estimate(cur_obj)
         rm = build_rect_model(problem, scale, cur, fixed=fixed, symmetry=False)
         limit = min(per_round, budget - used)
-        run = run_cpsat(
-            rm.model, options, limit, seed_offset=1000 + rounds, wall_cap=max(wall_left(), 0.05)
-        )
+        run = run_cpsat(rm.model, options, limit, seed_offset=1000 + rounds)
+        if run.hit_wall_cap and on_wall_hit is not None:
+            on_wall_hit()
         used += run.deterministic_time
         rounds += 1
         improved = False
@@ -95,13 +97,14 @@ def improve_assignment(
     cores: tuple[int, ...],
     budget: float,
     options: SolveOptions,
-    wall_left: Callable[[], float],
     lower_bound: float,
+    on_wall_hit: Callable[[], None] | None = None,
 ) -> tuple[tuple[int, ...], float, int, int]:
     """LNS over the assignment model. Neighbourhoods, in turn: a window of cores around a
     random actor (its actors may permute and use the window's free cores), and a
     breadth-first neighbourhood in the flow graph (its actors may use their own cores and
-    the free cores of their bounding box). Returns ``(cores, det. time, rounds, improvements)``."""
+    the free cores of their bounding box). Returns ``(cores, det. time, rounds, improvements)``;
+    ``on_wall_hit`` is called if a sub-solve was stopped by its hang guard."""
     grid = problem.grid
     n = problem.n_actors
     rng = random.Random(options.seed)
@@ -117,7 +120,7 @@ def improve_assignment(
     used = 0.0
     rounds = better = 0
     alive = set(grid.alive_cores)
-    while used < budget - 1e-3 and rounds < _MAX_ROUNDS and wall_left() > 0.5:
+    while used < budget - 1e-3 and rounds < _MAX_ROUNDS:  # deterministic work only
         if cur_cost <= lower_bound * (1 + options.gap_limit):
             break
         seed_actor = rng.randrange(n)
@@ -144,9 +147,9 @@ def improve_assignment(
                 cand[a].append(cur[a])
         sub = build_assign_model(problem, sorted(free_actors), cand, tuple(cur))
         limit = min(per_round, budget - used)
-        run = run_cpsat(
-            sub.model, options, limit, seed_offset=1000 + rounds, wall_cap=max(wall_left(), 0.05)
-        )
+        run = run_cpsat(sub.model, options, limit, seed_offset=1000 + rounds)
+        if run.hit_wall_cap and on_wall_hit is not None:
+            on_wall_hit()
         used += run.deterministic_time
         rounds += 1
         improved = False

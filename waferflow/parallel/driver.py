@@ -168,7 +168,13 @@ def parallelize(graph: Graph, wafer: Wafer, spec: ParallelPlan | str) -> Paralle
     stages = assign_stages(graph, wafer, plan)
     annotate(graph, plan, wafer.name, sharding, stages, ParallelLevel.SHARDED)
     return ParallelState(
-        plan, wafer, batch, sharding, stages, span=span, diagnostics=list(sharding.notes)
+        plan,
+        wafer,
+        batch,
+        sharding,
+        stages,
+        span=span,
+        diagnostics=[*span.notes, *sharding.notes],
     )
 
 

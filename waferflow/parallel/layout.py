@@ -22,7 +22,6 @@ from dataclasses import dataclass
 
 from waferflow.errors import PlanError
 from waferflow.ir.target.wafer import CAPACITY_TIERS, Coord, Wafer
-from waferflow.passes.lower_plan import snake_cores
 
 
 @dataclass(frozen=True)
@@ -71,6 +70,9 @@ class Layout:
 
 def snake(wafer: Wafer) -> list[int]:
     """Alive core ids in boustrophedon order (row 0 left to right, row 1 back, ...)."""
+    # imported here: waferflow.passes imports every pass, and some import this package
+    from waferflow.passes.lower_plan import snake_cores
+
     return snake_cores(wafer)
 
 

@@ -66,6 +66,7 @@ from enum import Enum
 from typing import Any
 
 from waferflow.errors import PlanError
+from waferflow.fileio import short
 from waferflow.ir.sharding import MeshAxis
 
 
@@ -155,19 +156,19 @@ class ParallelPlan:
             # pp=0 with cut=layer: one stage per layer of the model, counted when applied
             low = 0 if name == "pp" and self.cut is StageCut.LAYER else 1
             if isinstance(v, bool) or not isinstance(v, int) or v < low:
-                raise PlanError(f"plan: {name} must be an integer >= {low}, got {v!r}")
+                raise PlanError(f"plan: {name} must be an integer >= {low}, got {short(v)}")
         if isinstance(self.span, bool) or not isinstance(self.span, int) or self.span < 0:
-            raise PlanError(f"plan: span must be 'auto' or an integer >= 1, got {self.span!r}")
+            raise PlanError(f"plan: span must be 'auto' or an integer >= 1, got {short(self.span)}")
         bad = sorted(set(self.layers) - {m.value for m in LayerMode})
         if bad:
             raise PlanError(
-                f"plan: layers={self.layers!r} has letter(s) {', '.join(map(repr, bad))}; use "
+                f"plan: layers={short(self.layers)} has letter(s) {', '.join(map(repr, bad[:8]))}; use "
                 "d (data parallel), t (tensor parallel), r (replicated) or s (single rank), "
                 "one per layer"
             )
         if self.layers and (self.dp > 1 or self.tp > 1):
             raise PlanError(
-                f"plan: layers={self.layers!r} sets the parallelism per layer over `ways` "
+                f"plan: layers={short(self.layers)} sets the parallelism per layer over `ways` "
                 f"ranks; it cannot be combined with dp={self.dp}, tp={self.tp} (leave them at 1)"
             )
         if self.ways > 1 and not self.layers:
@@ -325,28 +326,28 @@ def _convert(key: str, raw: str, default: Any) -> Any:
     if key.strip().lower() == "span":
         if text.lower() == "auto":
             return SPAN_AUTO
-        if text.isdigit() and int(text) < 1:  # 0 is auto only inside (pass options)
-            raise PlanError(f"plan: span={raw!r} must be 'auto' or an integer >= 1")
+        if text.isascii() and text.isdigit() and not text.strip("0"):  # 0: auto only inside
+            raise PlanError(f"plan: span={short(raw)} must be 'auto' or an integer >= 1")
     if isinstance(default, bool):
         low = text.lower()
         if low in ("1", "true", "yes", "on"):
             return True
         if low in ("0", "false", "no", "off"):
             return False
-        raise PlanError(f"plan: {key}={raw!r} must be true or false")
+        raise PlanError(f"plan: {key}={short(raw)} must be true or false")
     if isinstance(default, int):
         try:
             return int(text)
         except ValueError:
             what = "'auto' or an integer" if key.strip().lower() == "span" else "an integer"
-            raise PlanError(f"plan: {key}={raw!r} must be {what}") from None
+            raise PlanError(f"plan: {key}={short(raw)} must be {what}") from None
     if isinstance(default, Enum):
         cls = type(default)
         try:
             return cls(text.lower())
         except ValueError:
             names = ", ".join(str(m.value) for m in cls)
-            raise PlanError(f"plan: {key}={raw!r} is not one of {names}") from None
+            raise PlanError(f"plan: {key}={short(raw)} is not one of {names}") from None
     return text
 
 
@@ -370,25 +371,27 @@ def parse_plan(text: str | ParallelPlan) -> ParallelPlan:
                     raise PlanError("plan: gpipe needs a number of micro-batches (gpipe=M)")
                 key, raw, name = "gpipe", raw, "microbatches"
             elif eq:
-                raise PlanError(f"plan: pipe takes no value, got {item.strip()!r}")
+                raise PlanError(f"plan: pipe takes no value, got {short(item.strip())}")
             else:
                 continue
         if name not in _FIELDS:
             known = ", ".join(f.replace("_", "-") for f in _FIELDS)
-            raise PlanError(f"plan: unknown key {key.strip()!r} in {text!r}; known keys: {known}")
+            raise PlanError(
+                f"plan: unknown key {short(key.strip())} in {short(text)}; known keys: {known}"
+            )
         if not eq:
             if isinstance(_FIELDS[name].default, bool):
                 raw = "true"
             else:
-                raise PlanError(f"plan: {key.strip()!r} needs a value ({key.strip()}=...)")
+                raise PlanError(f"plan: {short(key.strip())} needs a value ({key.strip()}=...)")
         if name in values:
-            raise PlanError(f"plan: {key.strip()!r} is given twice in {text!r}")
+            raise PlanError(f"plan: {short(key.strip())} is given twice in {short(text)}")
         values[name] = _convert(key.strip(), raw, _FIELDS[name].default)
     for name, raw in implied.items():
         value = _convert(name, raw, _FIELDS[name].default)
         if values.setdefault(name, value) != value:
             raise PlanError(
-                f"plan: {text!r} asks for {name.replace('_', '-')}={_spell(values[name])}, but "
+                f"plan: {short(text)} asks for {name.replace('_', '-')}={_spell(values[name])}, but "
                 f"pipe / gpipe=M mean {name.replace('_', '-')}={raw}"
             )
     if values.get("cut") is StageCut.LAYER and "pp" not in values:

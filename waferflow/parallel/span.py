@@ -22,6 +22,7 @@ import math
 from dataclasses import dataclass
 
 from waferflow.errors import PlanError
+from waferflow.ir.target.islands import connected_view
 from waferflow.ir.target.parts import Topology
 from waferflow.ir.target.wafer import CAPACITY_TIERS, Wafer
 from waferflow.parallel.plan_spec import SPAN_AUTO, ParallelPlan
@@ -38,6 +39,7 @@ class SpanChoice:
     view: Wafer
     given: Wafer
     auto: bool
+    notes: tuple[str, ...] = ()  # e.g. stranded nodes the view leaves out (ir/target/islands)
 
     def describe(self, ranks: int) -> str:
         """One line for reports: what the span is and what it leaves of the wafer."""
@@ -72,16 +74,26 @@ def choose_span(wafer: Wafer, plan: ParallelPlan, ranks: int | None = None) -> S
     need = math.ceil(HEADROOM * ranks)
     s = math.isqrt(max(1, strong_nodes(wafer) // max(1, need))) + 1  # ragged edges: try one up
     while s > 1:
-        view = wafer.coarsen(s)
+        try:
+            view, notes = connected_view(wafer.coarsen(s), _context(wafer, s))
+        except PlanError:
+            s -= 1  # this view's blocks straddle a cut: a finer one may not
+            continue
         if strong_nodes(view) >= need:
-            return SpanChoice(s, view, wafer, auto=True)
+            return SpanChoice(s, view, wafer, auto=True, notes=notes)
         s -= 1
-    return SpanChoice(1, wafer, wafer, auto=True)
+    view, notes = connected_view(wafer)
+    return SpanChoice(1, view, wafer, auto=True, notes=notes)
+
+
+def _context(wafer: Wafer, s: int) -> str:
+    return f"the span={s} view of {wafer.name!r} ({s}x{s} of its nodes per block)"
 
 
 def _explicit(wafer: Wafer, s: int, ranks: int) -> SpanChoice:
     if s == 1:
-        return SpanChoice(1, wafer, wafer, auto=False)
+        view, notes = connected_view(wafer)
+        return SpanChoice(1, view, wafer, auto=False, notes=notes)
     if wafer.topology is Topology.CROSSBAR:
         raise PlanError(
             f"span={s}: {wafer.name} is a crossbar, whose cores have no blocks; use span=1"
@@ -91,13 +103,13 @@ def _explicit(wafer: Wafer, s: int, ranks: int) -> SpanChoice:
             f"span={s} is larger than the {wafer.rows}x{wafer.cols} grid of {wafer.name}; "
             "use a smaller span or span=auto"
         )
-    view = wafer.coarsen(s)
+    view, notes = connected_view(wafer.coarsen(s), _context(wafer, s))
     if view.num_alive < ranks:
         raise PlanError(
             f"span={s} leaves {view.num_alive} blocks of {s}x{s} nodes on {wafer.name} but the "
             f"plan has {ranks} ranks; use a smaller span or span=auto"
         )
-    return SpanChoice(s, view, wafer, auto=False)
+    return SpanChoice(s, view, wafer, auto=False, notes=notes)
 
 
 __all__ = ["HEADROOM", "STRONG", "SpanChoice", "choose_span", "strong_nodes"]

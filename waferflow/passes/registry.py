@@ -89,7 +89,7 @@ def registered() -> Mapping[str, type[Pass]]:
 
 def did_you_mean(word: str, choices: list[str]) -> str:
     """`` did you mean 'x'?`` (with its leading space), or an empty string."""
-    close = difflib.get_close_matches(word, choices, n=3, cutoff=0.6)
+    close = difflib.get_close_matches(word[:100], choices, n=3, cutoff=0.6)
     # a prefix ("fuse" for "fuse-elementwise") is too short for difflib's ratio
     if len(word) >= 3:
         close += [c for c in sorted(choices) if c.startswith(word) and c not in close]

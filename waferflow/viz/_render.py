@@ -20,7 +20,7 @@ from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from waferflow.outputs import write_output
+from waferflow.fileio import write_bytes
 from waferflow.viz.data import Coord, VizError
 
 # Per-core images larger than this are max-pooled so that one hot core stays visible.
@@ -67,7 +67,7 @@ def save(fig: Figure, path: str | Path, dpi: int) -> Path:
     with mpl.rc_context(_RC):
         fig.savefig(buf, format=fmt, dpi=dpi, metadata=_METADATA[fmt])
     fig.clear()
-    return write_output(out, buf.getvalue())
+    return write_bytes(out, buf.getvalue())
 
 
 MAX_ASPECT = 4.0  # grids more elongated than this get stretched (non-square) cells

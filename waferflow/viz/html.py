@@ -14,7 +14,7 @@ import html
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from waferflow.outputs import write_output
+from waferflow.fileio import write_text
 from waferflow.viz.data import Table, VizError
 
 _MIME = {".png": "image/png", ".svg": "image/svg+xml"}
@@ -111,4 +111,4 @@ def write_report_html(
             "</figure>",
         ]
     parts += ["</div>", "</body>", "</html>", ""]
-    return write_output(path, "\n".join(parts))
+    return write_text(path, "\n".join(parts))

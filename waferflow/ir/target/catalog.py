@@ -25,7 +25,7 @@ def preset_path(name: str) -> Path:
     key = normalize_name(name)
     names = list_presets()
     if key not in names:
-        close = difflib.get_close_matches(key, names, n=1)
+        close = difflib.get_close_matches(key[:100], names, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise ConfigError(
             f"unknown wafer preset {name!r}{hint}. Known presets: {', '.join(names)}; "

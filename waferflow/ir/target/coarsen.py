@@ -35,17 +35,22 @@ block of k x k cores becomes one node. What scales, and why:
 * **faults**: a coarse node is dead only when all its fine cores are dead. A node
   with fewer alive fine cores than k**2 keeps that fraction of the compute, SRAM and
   SRAM bandwidth (``Wafer.partial_cores`` stores the alive fine-core count, exactly).
-  A coarse link is dead only when no usable fine link crosses its cut; a cut that is
-  only partly usable keeps its full bandwidth (an approximation: the bandwidth
-  counts the fine links crossing the cut, dead or alive). Fine links and dead links
-  inside a block are not represented.
+  A node whose alive cores are not all joined by links inside its block (a dead wall
+  or a cut of dead links runs through it: ``split_nodes``) keeps only its largest
+  connected part; the rest counts as dead, so the view never joins cores the wafer
+  cannot (a cut through a column of nodes stays a cut). A coarse link is dead when no
+  usable fine link crosses its cut between the parts the two nodes keep; a cut that
+  is only partly usable keeps its full bandwidth (an approximation: the bandwidth
+  counts the fine links crossing the cut, dead or alive).
 * **name**: the view of ``wse2`` by 16 is named ``wse2@16x``, so a plan made for one
   view is not run on another (``verify_plan`` compares the names when either is a view).
 * **composition**: ``coarsen_factor`` multiplies, and coarsening by a then by b is
   coarsening by a * b, ragged grids included: ceil(ceil(n / a) / b) = ceil(n / ab),
   the blocks nest (node i of the second view covers fine rows i*ab .. min((i+1)*ab, n)
   either way), and alive counts, dead links, dies and link figures follow (figures up
-  to float rounding). ``coarsen(1)`` is the wafer itself. A crossbar has no geometry
+  to float rounding) as long as no node is split; a split node drops the same cores
+  either way only when its parts do not rejoin in the bigger block, so with splits the
+  two views may differ (both are faithful). ``coarsen(1)`` is the wafer itself. A crossbar has no geometry
   to coarsen: ``coarsen(k > 1)`` on one is an error.
 """
 
@@ -100,9 +105,10 @@ def coarsen(w: Wafer, k: int) -> Wafer:
         fine_rows=fine_rows,  # normalised to 0 where k divides
         fine_cols=fine_cols,
     )
-    dead, partial = _coarse_nodes(w, coarse, k)
+    kept = split_nodes(w, k)
+    dead, partial = _coarse_nodes(w, coarse, k, kept)
     coarse = dataclasses.replace(coarse, dead_cores=dead, partial_cores=partial)
-    dead_links = _dead_coarse_links(w, coarse, k)
+    dead_links = _dead_coarse_links(w, coarse, k, kept)
     return dataclasses.replace(coarse, dead_links=dead_links) if dead_links else coarse
 
 
@@ -145,13 +151,73 @@ def _coarse_dies(w: Wafer, k: int) -> tuple[int, int, LinkSpec | None]:
     return die_rows, die_cols, d2d
 
 
+def _alive_fine(w: Wafer, c: Coord, partial: dict[Coord, int]) -> int:
+    """Alive fine cores in cell ``c`` of ``w`` (1 on a fine wafer)."""
+    if c in w.dead_cores:
+        return 0
+    if c in partial:
+        return partial[c]
+    h, wd = w.node_shape(c)
+    return h * wd
+
+
+def _block(w: Wafer, node: Coord, k: int) -> list[Coord]:
+    r0, c0 = node[0] * k, node[1] * k
+    return [(r, c) for r in range(r0, min(r0 + k, w.rows)) for c in range(c0, min(c0 + k, w.cols))]
+
+
+def split_nodes(w: Wafer, k: int) -> dict[Coord, frozenset[Coord]]:
+    """Nodes of the k x k view whose alive cells are not all joined by links inside the
+    block (a dead wall or a cut of dead links runs through it), each with the cells
+    it keeps: its largest connected part (most alive fine cores; ties: the part with
+    the first cell). The rest of such a block counts as dead in the view, so that the
+    view never joins what the wafer does not."""
+    blocks: set[Coord] = {(c[0] // k, c[1] // k) for c in w.dead_cores}
+    for a, b in w.dead_links:
+        if (a[0] // k, a[1] // k) == (b[0] // k, b[1] // k):
+            blocks.add((a[0] // k, a[1] // k))
+    if not blocks:
+        return {}
+    partial = dict(w.partial_cores)
+    dead, dead_links = w.dead_cores, w.dead_links
+    torus = w.topology is Topology.TORUS
+    out: dict[Coord, frozenset[Coord]] = {}
+    for node in sorted(blocks):
+        cells = [c for c in _block(w, node, k) if c not in dead]
+        inside = set(cells)
+        parts: list[tuple[int, Coord, list[Coord]]] = []
+        seen: set[Coord] = set()
+        for start in cells:
+            if start in seen:
+                continue
+            seen.add(start)
+            part, i = [start], 0
+            while i < len(part):
+                x = part[i]
+                i += 1
+                r, c = x
+                near = w.neighbors(x) if torus else ((r - 1, c), (r + 1, c), (r, c - 1), (r, c + 1))
+                for y in near:
+                    if y in inside and y not in seen:
+                        if dead_links and (min(x, y), max(x, y)) in dead_links:
+                            continue
+                        seen.add(y)
+                        part.append(y)
+            alive = sum(_alive_fine(w, c, partial) for c in part) if partial else len(part)
+            parts.append((-alive, min(part), part))
+        if len(parts) > 1:
+            out[node] = frozenset(min(parts)[2])
+    return out
+
+
 def _coarse_nodes(
-    w: Wafer, coarse: Wafer, k: int
+    w: Wafer, coarse: Wafer, k: int, kept: dict[Coord, frozenset[Coord]]
 ) -> tuple[frozenset[Coord], tuple[tuple[Coord, int], ...]]:
     """Dead nodes and partial nodes (alive fine cores < factor**2) of the view.
 
-    Only nodes that lose fine cores (from ``w``'s dead and partial nodes) or lie on a
-    ragged edge can differ from a full healthy node, so only those are visited.
+    Only nodes that lose fine cores (from ``w``'s dead and partial nodes, or the parts
+    a split node leaves out, ``kept``) or lie on a ragged edge can differ from a full
+    healthy node, so only those are visited.
     """
     lost: dict[Coord, int] = {}  # fine cores missing from each touched coarse node
     for c in w.dead_cores:
@@ -162,6 +228,10 @@ def _coarse_nodes(
         node = (c[0] // k, c[1] // k)
         h, wd = w.node_shape(c)
         lost[node] = lost.get(node, 0) + h * wd - alive
+    partial = dict(w.partial_cores)
+    for node, part in kept.items():
+        left_out = [c for c in _block(w, node, k) if c not in part]
+        lost[node] = lost.get(node, 0) + sum(_alive_fine(w, c, partial) for c in left_out)
     nodes = set(lost)
     if coarse.fine_rows:
         nodes |= {(coarse.rows - 1, c) for c in range(coarse.cols)}
@@ -180,26 +250,33 @@ def _coarse_nodes(
     return frozenset(dead), tuple(sorted(partial))
 
 
-def _dead_coarse_links(w: Wafer, coarse: Wafer, k: int) -> frozenset[tuple[Coord, Coord]]:
-    """Coarse links with no usable fine link across their cut, between alive nodes."""
+def _dead_coarse_links(
+    w: Wafer, coarse: Wafer, k: int, kept: dict[Coord, frozenset[Coord]]
+) -> frozenset[tuple[Coord, Coord]]:
+    """Coarse links with no usable fine link across their cut between the parts the
+    two nodes keep, between alive nodes."""
     if not w.dead_cores and not w.dead_links:
         return frozenset()
-    # A cut with no usable crossing link has a fault on it: a dead link crossing it or a
-    # dead core in one of its two blocks. So only the cuts of those blocks are checked.
+    # A cut with no usable crossing link has a fault on it: a dead link crossing it, or
+    # a dead core or a split in one of its two blocks. So only the cuts of those blocks
+    # are checked.
     candidates: set[tuple[Coord, Coord]] = set()
-    for c in w.dead_cores:
-        node = (c[0] // k, c[1] // k)
+    for node in {(c[0] // k, c[1] // k) for c in w.dead_cores} | kept.keys():
         for nb in coarse.neighbors(node):
             candidates.add((min(node, nb), max(node, nb)))
     for a, b in w.dead_links:
         na, nb = (a[0] // k, a[1] // k), (b[0] // k, b[1] // k)
         if na != nb:
             candidates.add((min(na, nb), max(na, nb)))
+
+    def usable(x: Coord, y: Coord, a: Coord, b: Coord) -> bool:
+        return w.has_link(x, y) and x in kept.get(a, (x,)) and y in kept.get(b, (y,))
+
     out = set()
     for a, b in candidates:
         if coarse.is_dead(a) or coarse.is_dead(b):
             continue  # the node's links are gone anyway
-        if not any(w.has_link(x, y) for x, y in _crossing(w, a, b, k)):
+        if not any(usable(x, y, a, b) for x, y in _crossing(w, a, b, k)):
             out.add((a, b))
     return frozenset(out)
 

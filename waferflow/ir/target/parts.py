@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
+
+from waferflow.ir.target.ranges import AREA, EDGE, sane
 
 Coord = tuple[int, int]
 
@@ -19,20 +21,25 @@ class LinkSpec:
     """One direction of one link. Validated by the ``Wafer`` that holds it, so that
     the error can name the field (``link.bandwidth`` or ``dies.link.bandwidth``)."""
 
-    bandwidth: float  # bytes/s
-    latency: float  # seconds per hop
+    bandwidth: float = field(metadata=sane(1, 1e30, "B/s", scale=EDGE))
+    latency: float = field(metadata=sane(0, 1.0, "s", scale=EDGE))  # seconds per hop
 
 
 @dataclass(frozen=True, slots=True)
 class FlowControl:
     """Packetisation and the seed machine's req/ack handshake (optional)."""
 
-    packet_bytes: int = 128  # payload bytes per packet
-    header_packets: int = 0  # extra packets per message (the seed sends a header)
-    buffers_per_core: int = 0  # 0 = unbounded input buffers
+    # payload bytes per packet
+    packet_bytes: int = field(default=128, metadata=sane(1, 2**20, "B", integer=True))
+    # extra packets per message (the seed sends a header)
+    header_packets: int = field(default=0, metadata=sane(0, 64, "packets", integer=True))
+    # 0 = unbounded input buffers
+    buffers_per_core: int = field(default=0, metadata=sane(0, 2**20, "buffers", integer=True))
     handshake: bool = False  # req / ack before data, as in AMCoDA
-    retry_cycles: int = 5  # req resent after this many cycles without ack
-    max_streams: int = 0  # concurrent in / out streams per core (memory ports); 0 = unlimited
+    # req resent after this many cycles without ack
+    retry_cycles: int = field(default=5, metadata=sane(0, 10**6, "cycles", integer=True))
+    # concurrent in / out streams per core (memory ports); 0 = unlimited
+    max_streams: int = field(default=0, metadata=sane(0, 1024, "streams", integer=True))
 
 
 # Op groups whose compute rate a ``CoreModel`` may set (the names of ``opkind.GROUPS``).
@@ -59,11 +66,15 @@ class CoreModel:
     whole clock cycles."""
 
     overlap: bool = True
-    fixed_cycles: int = 0
-    read_ports: int = 1
-    write_ports: int = 1
-    port_bandwidth: float = 0.0  # bytes/s per port
-    rates: tuple[tuple[str, float], ...] = ()  # (op group, FLOP/s), sorted by group
+    fixed_cycles: int = field(default=0, metadata=sane(0, 10**6, "cycles", integer=True))
+    read_ports: int = field(default=1, metadata=sane(1, 64, "ports", integer=True))
+    write_ports: int = field(default=1, metadata=sane(1, 64, "ports", integer=True))
+    # bytes/s per port
+    port_bandwidth: float = field(default=0.0, metadata=sane(1, 1e30, "B/s", scale=AREA))
+    # (op group, FLOP/s), sorted by group; the range holds for each rate (inf allowed)
+    rates: tuple[tuple[str, float], ...] = field(
+        default=(), metadata=sane(1, 1e30, "FLOP/s", scale=AREA, allow_inf=True)
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,8 +90,8 @@ class MemoryModel:
     runs of blocks placed first-fit, and an actor whose buffers do not fit waits until
     enough is freed (false: the peak is reported, never enforced)."""
 
-    block_bytes: int = 0
-    lookahead: int = 0
+    block_bytes: int = field(default=0, metadata=sane(0, 2**40, "B", integer=True))
+    lookahead: int = field(default=0, metadata=sane(0, 4096, "actors", integer=True))
     first_fit: bool = False
 
 

@@ -94,10 +94,12 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from waferflow.errors import ConfigError
+from waferflow.errors import ConfigError, FormatError
+from waferflow.fileio import decode_text, short, write_text
 from waferflow.ir.dtypes import DType
 from waferflow.ir.target import catalog
 from waferflow.ir.target.parts import CORE_RATE_GROUPS, Coord, FlowControl, LinkSpec, Topology
+from waferflow.ir.target.ranges import MAX_CORES, check_value, declared
 from waferflow.ir.target.toml_core import core_memory_doc, parse_core, parse_memory
 from waferflow.ir.target.units import Kind, fmt_bytes, fmt_si, quantity_float, quantity_int
 from waferflow.ir.target.wafer import Wafer
@@ -196,11 +198,15 @@ def get_wafer(name_or_path: str | Path | Wafer) -> Wafer:
 
 def _load(path: Path, stack: tuple[Path, ...]) -> Wafer:
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except FileNotFoundError:
         raise ConfigError(f"wafer file {path} does not exist") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"cannot read wafer file {path}: {e}") from e
+    except OSError as e:
+        raise ConfigError(f"cannot read wafer file {path}: {e.strerror or e}") from None
+    try:
+        text = decode_text(data, str(path))
+    except FormatError as e:
+        raise ConfigError(str(e)) from None
     return _parse(text, str(path), path.parent, (*stack, path.resolve()), default_name=path.stem)
 
 
@@ -211,6 +217,10 @@ def _parse(
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{origin}: malformed TOML: {e}") from None
+    except ValueError as e:  # an integer of more than 4,300 digits
+        raise ConfigError(f"{origin}: malformed TOML: {short(str(e), 100)}") from None
+    except RecursionError:
+        raise ConfigError(f"{origin}: malformed TOML: arrays or tables nested too deeply") from None
     try:
         _check_keys(doc, _SCHEMA, "")
         user = dict(doc)
@@ -228,19 +238,19 @@ def _parse(
 
 def _resolve_preset(preset: object, base_dir: Path, stack: tuple[Path, ...]) -> Wafer:
     if not isinstance(preset, str):
-        raise ConfigError(f"preset must be a preset name or a .toml path, got {preset!r}")
+        raise ConfigError(f"preset must be a preset name or a .toml path, got {short(preset)}")
     if preset.endswith(".toml") or "/" in preset:
         path = base_dir / preset
     else:
         path = catalog.preset_path(preset)
     if path.resolve() in stack:
         chain = " -> ".join(p.name for p in (*stack, path))
-        raise ConfigError(f"preset = {preset!r} refers back to itself ({chain})")
+        raise ConfigError(f"preset = {short(preset)} refers back to itself ({chain})")
     return _load(path, stack)
 
 
 def _suggest(key: str, known: list[str]) -> str:
-    close = difflib.get_close_matches(key, known, n=1)
+    close = difflib.get_close_matches(key[:100], known, n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
@@ -251,19 +261,19 @@ def _check_keys(table: dict[str, Any], schema: dict[str, Any], prefix: str) -> N
             known = sorted(schema)
             where = f"[{prefix[:-1]}]" if prefix else "the top level"
             raise ConfigError(
-                f"unknown key {path!r}{_suggest(key, known)}. Keys allowed in {where}: {', '.join(known)}"
+                f"unknown key {short(path)}{_suggest(key, known)}. Keys allowed in {where}: {', '.join(known)}"
             )
         sub = schema[key]
         if sub is None:
             if isinstance(value, dict):
                 raise ConfigError(f"{path} is a value, not a table")
         elif not isinstance(value, dict):
-            raise ConfigError(f"{path} must be a table ([{path}]), got {value!r}")
+            raise ConfigError(f"{path} must be a table ([{path}]), got {short(value)}")
         elif sub == "rates":
             for g, rate in value.items():
                 if g not in CORE_RATE_GROUPS:
                     raise ConfigError(
-                        f"unknown op group {path}.{g}{_suggest(g, list(CORE_RATE_GROUPS))}. "
+                        f"unknown op group {path}.{short(g)}{_suggest(g, list(CORE_RATE_GROUPS))}. "
                         f"Groups: {', '.join(CORE_RATE_GROUPS)}"
                     )
                 if isinstance(rate, dict):
@@ -314,19 +324,19 @@ def _required(table: dict[str, Any], path: str, what: str) -> Any:
 
 def _int(value: object, path: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(f"{path} must be an integer, got {type(value).__name__} {value!r}")
+        raise ConfigError(f"{path} must be an integer, got {type(value).__name__} {short(value)}")
     return value
 
 
 def _str(value: object, path: str) -> str:
     if not isinstance(value, str):
-        raise ConfigError(f"{path} must be a string, got {type(value).__name__} {value!r}")
+        raise ConfigError(f"{path} must be a string, got {type(value).__name__} {short(value)}")
     return value
 
 
 def _list(value: object, path: str) -> list[Any]:
     if not isinstance(value, list):
-        raise ConfigError(f"{path} must be a list, got {type(value).__name__} {value!r}")
+        raise ConfigError(f"{path} must be a list, got {type(value).__name__} {short(value)}")
     return value
 
 
@@ -336,7 +346,9 @@ def _pair(value: object, path: str) -> Coord:
         or len(value) != 2
         or any(isinstance(x, bool) or not isinstance(x, int) for x in value)
     ):
-        raise ConfigError(f"{path}: a core is written [row, col] with two integers, got {value!r}")
+        raise ConfigError(
+            f"{path}: a core is written [row, col] with two integers, got {short(value)}"
+        )
     return (value[0], value[1])
 
 
@@ -354,11 +366,13 @@ def _build(
 ) -> Wafer:
     wt = _table(doc, "wafer")
     clock = quantity_float(_required(wt, "wafer.clock_hz", "Hz"), Kind.FREQUENCY, "wafer.clock_hz")
+    # checked now: "N cycles" and "N B/cycle" below are converted with it
+    check_value(clock, "wafer.clock_hz", declared(Wafer)["clock_hz"])
     topo_name = _str(_required(wt, "wafer.topology", "mesh, torus or crossbar"), "wafer.topology")
     choices = [t.value for t in Topology]
     if topo_name not in choices:
         raise ConfigError(
-            f"wafer.topology = {topo_name!r} is unknown{_suggest(topo_name, choices)}. "
+            f"wafer.topology = {short(topo_name)} is unknown{_suggest(topo_name, choices)}. "
             f"Choose one of {', '.join(choices)}"
         )
     peaks_table = _required(wt, "wafer.peak_flops", "a table of FLOP/s per core by dtype")
@@ -385,7 +399,7 @@ def _build(
     for item in _list(faults.get("dead_links", []), "faults.dead_links"):
         if not isinstance(item, list) or len(item) != 2:
             raise ConfigError(
-                f"faults.dead_links: a link is written [[r, c], [r, c]], got {item!r}"
+                f"faults.dead_links: a link is written [[r, c], [r, c]], got {short(item)}"
             )
         dead_links.append(
             (_pair(item[0], "faults.dead_links"), _pair(item[1], "faults.dead_links"))
@@ -394,7 +408,7 @@ def _build(
     for item in _list(faults.get("partial_cores", []), "faults.partial_cores"):
         if not isinstance(item, list) or len(item) != 3:
             raise ConfigError(
-                f"faults.partial_cores: entries are [row, col, alive fine cores], got {item!r}"
+                f"faults.partial_cores: entries are [row, col, alive fine cores], got {short(item)}"
             )
         partial.append(
             (_pair(item[:2], "faults.partial_cores"), _int(item[2], "faults.partial_cores"))
@@ -408,7 +422,7 @@ def _build(
             path = f"flow.{key}"
             if key == "handshake":
                 if not isinstance(value, bool):
-                    raise ConfigError(f"{path} must be true or false, got {value!r}")
+                    raise ConfigError(f"{path} must be true or false, got {short(value)}")
                 kwargs[key] = value
             elif key == "packet_bytes":
                 kwargs[key] = quantity_int(value, Kind.BYTES, path, clock)
@@ -461,7 +475,7 @@ def _build(
         fraction = faults["random_dead_fraction"]
         if isinstance(fraction, bool) or not isinstance(fraction, int | float):
             raise ConfigError(
-                f"faults.random_dead_fraction must be a number in [0, 1), got {fraction!r}"
+                f"faults.random_dead_fraction must be a number in [0, 1), got {short(fraction)}"
             )
         wafer = wafer.with_dead_cores(float(fraction), _int(faults.get("seed", 0), "faults.seed"))
     elif "seed" in faults:
@@ -473,14 +487,18 @@ def _each_die(value: object, rows: int, cols: int, die_rows: int, die_cols: int)
     path = "faults.dead_cores_each_die"
     if die_rows < 1 or die_cols < 1 or rows % die_rows or cols % die_cols:
         return set()  # the Wafer reports the bad die grid itself
+    if rows * cols > MAX_CORES:
+        return set()  # and a grid too big to model, before anything is enumerated
     h, w = rows // die_rows, cols // die_cols
-    out: set[Coord] = set()
+    each: set[Coord] = set()
     for item in _list(value, path):
         r, c = _pair(item, path)
         if not (0 <= r < h and 0 <= c < w):
             raise ConfigError(f"{path}: core [{r}, {c}] is outside a {h} x {w} die")
-        out |= {(i * h + r, j * w + c) for i in range(die_rows) for j in range(die_cols)}
-    return out
+        each.add((r, c))
+    return {
+        (i * h + r, j * w + c) for r, c in each for i in range(die_rows) for j in range(die_cols)
+    }
 
 
 # --- writing ---------------------------------------------------------------------------
@@ -618,5 +636,5 @@ def wafer_to_toml(w: Wafer) -> str:
 
 
 def dump_wafer(w: Wafer, path: str | Path) -> None:
-    """Write ``wafer_to_toml(w)`` to ``path``."""
-    Path(path).write_text(wafer_to_toml(w), encoding="utf-8")
+    """Write ``wafer_to_toml(w)`` to ``path`` (atomically)."""
+    write_text(path, wafer_to_toml(w))

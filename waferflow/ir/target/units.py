@@ -30,6 +30,7 @@ from enum import Enum
 from fractions import Fraction
 
 from waferflow.errors import ConfigError
+from waferflow.fileio import short
 
 
 class Kind(Enum):
@@ -106,6 +107,10 @@ _QUANTITY = re.compile(
     r"^\s*(?P<num>[+-]?(?:\d[\d_]*(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)\s*(?P<unit>\S*)\s*$"
 )
 _BITS = re.compile(r"^[kKMGTPE]?i?(b/s|bps|b)$")
+# Numbers that parse at all: the per-field ranges (ranges.py) then bound each quantity.
+_MAX_DIGITS = 100
+_MAX_EXPONENT = 300
+_MAX_BITS = 1000  # integers beyond 2**1000 are refused before any arithmetic
 
 
 def parse_quantity(value: object, kind: Kind, path: str, clock_hz: float | None = None) -> Fraction:
@@ -115,46 +120,49 @@ def parse_quantity(value: object, kind: Kind, path: str, clock_hz: float | None 
     converts ``cycle`` units; without it they are an error.
     """
     if isinstance(value, bool):
-        raise ConfigError(f"{path} must be {_NOUN[kind]}, got the boolean {value!r}")
+        raise ConfigError(f"{path} must be {_NOUN[kind]}, got the boolean {short(value)}")
     if isinstance(value, int):
+        if value.bit_length() > _MAX_BITS:
+            raise ConfigError(f"{path} = {short(value)} is far too large for {_NOUN[kind]}")
         return Fraction(value)
     if isinstance(value, float):
         if not math.isfinite(value):
-            raise ConfigError(f"{path} must be a finite number, got {value!r}")
+            raise ConfigError(f"{path} must be a finite number, got {short(value)}")
         return Fraction(value)
     if not isinstance(value, str):
         raise ConfigError(
             f"{path} must be {_NOUN[kind]} (a number in {kind.value} or a string like "
-            f"{_EXAMPLE[kind]}), got {type(value).__name__} {value!r}"
+            f"{_EXAMPLE[kind]}), got {type(value).__name__} {short(value)}"
         )
     m = _QUANTITY.match(value)
     if m is None:
         raise ConfigError(
-            f"{path} = {value!r} is not a quantity: write a number and a unit, like {_EXAMPLE[kind]}"
+            f"{path} = {short(value)} is not a quantity: write a number and a unit, like {_EXAMPLE[kind]}"
         )
-    number = Fraction(m.group("num").replace("_", ""))
+    number = _number(m.group("num").replace("_", ""), value, path)
     unit = m.group("unit")
     if unit == "":
         return number  # a bare number in a string: SI units
     if _BITS.match(unit):
         raise ConfigError(
-            f"{path} = {value!r} is in bits; waferflow counts bytes: write B (e.g. {_EXAMPLE[kind]})"
+            f"{path} = {short(value)} is in bits; waferflow counts bytes: write B (e.g. {_EXAMPLE[kind]})"
         )
     found = _UNITS.get(unit)
     if found is None:
         known = ", ".join(sorted(u for u, (k, _, _) in _UNITS.items() if k is kind)[:12])
         raise ConfigError(
-            f"{path} = {value!r}: unknown unit {unit!r}; for {_NOUN[kind]} use {known}, ..."
+            f"{path} = {short(value)}: unknown unit {unit!r}; for {_NOUN[kind]} use {known}, ..."
         )
     unit_kind, factor, per_cycle = found
     if unit_kind is not kind:
         raise ConfigError(
-            f"{path} = {value!r} is {_NOUN[unit_kind]}, but {path} is {_NOUN[kind]} (like {_EXAMPLE[kind]})"
+            f"{path} = {short(value)} is {_NOUN[unit_kind]}, but {path} is {_NOUN[kind]} (like {_EXAMPLE[kind]})"
         )
     if per_cycle:
-        if clock_hz is None:
+        if clock_hz is None or not clock_hz > 0:
             raise ConfigError(
-                f"{path} = {value!r} uses cycles, but the clock (wafer.clock_hz) is unknown"
+                f"{path} = {short(value)} uses cycles, but the clock (wafer.clock_hz) is "
+                f"{'unknown' if clock_hz is None else short(clock_hz)}"
             )
         clock = Fraction(clock_hz)
         # "N cycles" is a time (N / f); "N B/cycle" and "N FLOP/cycle" are rates (N * f)
@@ -162,18 +170,35 @@ def parse_quantity(value: object, kind: Kind, path: str, clock_hz: float | None 
     return number * factor
 
 
+def _number(text: str, value: str, path: str) -> Fraction:
+    """The exact value of a decimal numeral, refusing exponents that would take
+    memory and time to expand (``"1e999999999"``) or overflow a float later."""
+    mantissa, _, exponent = text.lower().partition("e")
+    if len(mantissa) > _MAX_DIGITS or (exponent and abs(int(exponent[:8])) > _MAX_EXPONENT):
+        raise ConfigError(
+            f"{path} = {short(value)} is out of range: numbers in a wafer file have at most "
+            f"{_MAX_DIGITS} digits and an exponent within +-{_MAX_EXPONENT}"
+        )
+    return Fraction(text)
+
+
 def quantity_float(value: object, kind: Kind, path: str, clock_hz: float | None = None) -> float:
-    return float(parse_quantity(value, kind, path, clock_hz))
+    try:
+        return float(parse_quantity(value, kind, path, clock_hz))
+    except OverflowError:
+        raise ConfigError(f"{path} = {short(value)} is far too large for {_NOUN[kind]}") from None
 
 
 def quantity_int(value: object, kind: Kind, path: str, clock_hz: float | None = None) -> int:
     """A quantity that must be a whole number (bytes): ``"1.5 B"`` is an error."""
     if isinstance(value, float) and value.is_integer():
-        raise ConfigError(f"{path} must be an integer, got the float {value!r}; write {int(value)}")
+        raise ConfigError(
+            f"{path} must be an integer, got the float {short(value)}; write {int(value)}"
+        )
     q = parse_quantity(value, kind, path, clock_hz)
     if q.denominator != 1:
         raise ConfigError(
-            f"{path} = {value!r} is not a whole number of {kind.value} ({float(q)!r})"
+            f"{path} = {short(value)} is not a whole number of {kind.value} ({float(q)!r})"
         )
     return int(q)
 

@@ -7,12 +7,14 @@ message serves a TOML file and a ``Wafer(...)`` call.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
 from waferflow.errors import ConfigError
+from waferflow.fileio import short
 from waferflow.ir.dtypes import DType
 from waferflow.ir.target.parts import (
     CORE_RATE_GROUPS,
@@ -23,6 +25,7 @@ from waferflow.ir.target.parts import (
     MemoryModel,
     Topology,
 )
+from waferflow.ir.target.ranges import MAX_CORES, Range, check_fields, check_value, declared
 
 if TYPE_CHECKING:
     from waferflow.ir.target.wafer import Wafer
@@ -67,23 +70,15 @@ def _set(w: Wafer, attr: str, value: object) -> None:
 
 def _int(value: object, where: str, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(f"{where} must be an integer >= {minimum}, got {value!r}")
+        raise ConfigError(f"{where} must be an integer >= {minimum}, got {short(value)}")
     if value < minimum:
         raise ConfigError(f"{where} must be >= {minimum}, got {value}")
     return value
 
 
-def _number(value: object, where: str, *, positive: bool, unit: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ConfigError(f"{where} must be a number in {unit}, got {value!r}")
-    v = float(value)
-    if not math.isfinite(v):
-        raise ConfigError(f"{where} must be finite, got {value!r}")
-    if positive and v <= 0:
-        raise ConfigError(f"{where} must be positive (in {unit}), got {value!r}")
-    if not positive and v < 0:
-        raise ConfigError(f"{where} must be >= 0 (in {unit}), got {value!r}")
-    return v
+def _ranged(w: Wafer, attr: str, k: int = 1) -> int | float:
+    """``w.attr`` checked against the range its field declares (``ranges.py``)."""
+    return check_value(getattr(w, attr), label(attr), declared(type(w))[attr], k)
 
 
 def _coord(value: object, where: str) -> Coord:
@@ -92,19 +87,20 @@ def _coord(value: object, where: str) -> Coord:
         or len(value) != 2
         or any(isinstance(x, bool) or not isinstance(x, int) for x in value)
     ):
-        raise ConfigError(f"{where}: a core is written [row, col] with two integers, got {value!r}")
+        raise ConfigError(
+            f"{where}: a core is written [row, col] with two integers, got {short(value)}"
+        )
     return (value[0], value[1])
 
 
-def _linkspec(value: object, where: str) -> LinkSpec:
+def _linkspec(value: object, where: str, k: int) -> LinkSpec:
     if not isinstance(value, LinkSpec):
         raise ConfigError(f"{where} must be a LinkSpec, got {type(value).__name__}")
-    bw = _number(value.bandwidth, f"{where}.bandwidth", positive=True, unit="bytes/s")
-    lat = _number(value.latency, f"{where}.latency", positive=False, unit="seconds")
-    return LinkSpec(bw, lat)
+    check_fields(value, where, k)
+    return LinkSpec(float(value.bandwidth), float(value.latency))
 
 
-def _peaks(value: object) -> tuple[tuple[DType, float], ...]:
+def _peaks(value: object, k: int, rng: Range) -> tuple[tuple[DType, float], ...]:
     where = label("peak_flops")
     items: Iterable[Any]
     if isinstance(value, Mapping):
@@ -112,11 +108,11 @@ def _peaks(value: object) -> tuple[tuple[DType, float], ...]:
     elif isinstance(value, tuple | list):
         items = value
     else:
-        raise ConfigError(f"{where} must map dtypes to FLOP/s, got {value!r}")
+        raise ConfigError(f"{where} must map dtypes to FLOP/s, got {short(value)}")
     out: dict[DType, float] = {}
     for item in items:
         if not isinstance(item, tuple | list) or len(item) != 2:
-            raise ConfigError(f"{where}: entries are (dtype, FLOP/s) pairs, got {item!r}")
+            raise ConfigError(f"{where}: entries are (dtype, FLOP/s) pairs, got {short(item)}")
         key, rate = item
         if isinstance(key, str):
             try:
@@ -124,10 +120,10 @@ def _peaks(value: object) -> tuple[tuple[DType, float], ...]:
             except ValueError as e:
                 raise ConfigError(f"{where}: {e}") from None
         if not isinstance(key, DType):
-            raise ConfigError(f"{where}: {key!r} is not a dtype")
+            raise ConfigError(f"{where}: {short(key)} is not a dtype")
         if key in out:
             raise ConfigError(f"{where}.{key.value} is given twice")
-        out[key] = _number(rate, f"{where}.{key.value}", positive=True, unit="FLOP/s")
+        out[key] = float(check_value(rate, f"{where}.{key.value}", rng, k))
     if not out:
         raise ConfigError(f"{where} is empty: give at least one rate, e.g. f32 = 1e12")
     order = list(DType)
@@ -139,56 +135,43 @@ def _flow(value: object) -> FlowControl | None:
         return None
     if not isinstance(value, FlowControl):
         raise ConfigError(f"flow must be a FlowControl or None, got {type(value).__name__}")
-    minimum = {
-        "packet_bytes": 1,
-        "header_packets": 0,
-        "buffers_per_core": 0,
-        "retry_cycles": 0,
-        "max_streams": 0,
-    }
     for f in fields(FlowControl):
         v = getattr(value, f.name)
-        if f.name == "handshake":
-            if not isinstance(v, bool):
-                raise ConfigError(f"flow.handshake must be true or false, got {v!r}")
-        else:
-            _int(v, f"flow.{f.name}", minimum[f.name])
+        if isinstance(f.default, bool) and not isinstance(v, bool):
+            raise ConfigError(f"flow.{f.name} must be true or false, got {short(v)}")
+    check_fields(value, "flow")
     return value
 
 
-def _core(value: object) -> CoreModel | None:
+def _core(value: object, k: int) -> CoreModel | None:
     if value is None:
         return None
     if not isinstance(value, CoreModel):
         raise ConfigError(f"core must be a CoreModel or None, got {type(value).__name__}")
     if not isinstance(value.overlap, bool):
-        raise ConfigError(f"core.overlap must be true or false, got {value.overlap!r}")
-    _int(value.fixed_cycles, "core.fixed_cycles", 0)
-    _int(value.read_ports, "core.read_ports", 1)
-    _int(value.write_ports, "core.write_ports", 1)
-    bw = _number(value.port_bandwidth, "core.port_bandwidth", positive=True, unit="bytes/s")
+        raise ConfigError(f"core.overlap must be true or false, got {short(value.overlap)}")
     rates: dict[str, float] = {}
     items = value.rates.items() if isinstance(value.rates, Mapping) else value.rates
     for item in items:
         if not isinstance(item, tuple | list) or len(item) != 2:
-            raise ConfigError(f"core.rates: entries are (op group, FLOP/s) pairs, got {item!r}")
+            raise ConfigError(
+                f"core.rates: entries are (op group, FLOP/s) pairs, got {short(item)}"
+            )
         group, rate = item
         if group not in CORE_RATE_GROUPS:
             raise ConfigError(
-                f"core.rates.{group}: unknown op group; use one of {', '.join(CORE_RATE_GROUPS)}"
+                f"core.rates.{short(group)}: unknown op group; use one of {', '.join(CORE_RATE_GROUPS)}"
             )
         if group in rates:
             raise ConfigError(f"core.rates.{group} is given twice")
-        if isinstance(rate, int | float) and not isinstance(rate, bool) and math.isinf(rate):
-            if rate < 0:
-                raise ConfigError(f"core.rates.{group} must be positive, got {rate!r}")
-            rates[group] = math.inf  # no compute cycles of its own
-        else:
-            rates[group] = _number(rate, f"core.rates.{group}", positive=True, unit="FLOP/s")
-    return CoreModel(
-        value.overlap, value.fixed_cycles, value.read_ports, value.write_ports, bw,
-        tuple(sorted(rates.items())),
-    )  # fmt: skip
+        rates[group] = rate
+    core = dataclasses.replace(value, rates=tuple(sorted(rates.items())))
+    check_fields(core, "core", k)  # ranges (ranges.py); a rate may be inf: no compute cycles
+    return dataclasses.replace(
+        core,
+        port_bandwidth=float(core.port_bandwidth),
+        rates=tuple((g, float(r)) for g, r in core.rates),
+    )
 
 
 def _memory(value: object) -> MemoryModel | None:
@@ -196,10 +179,9 @@ def _memory(value: object) -> MemoryModel | None:
         return None
     if not isinstance(value, MemoryModel):
         raise ConfigError(f"memory must be a MemoryModel or None, got {type(value).__name__}")
-    _int(value.block_bytes, "memory.block_bytes", 0)
-    _int(value.lookahead, "memory.lookahead", 0)
     if not isinstance(value.first_fit, bool):
-        raise ConfigError(f"memory.first_fit must be true or false, got {value.first_fit!r}")
+        raise ConfigError(f"memory.first_fit must be true or false, got {short(value.first_fit)}")
+    check_fields(value, "memory")
     if value.first_fit and value.block_bytes == 0:
         raise ConfigError("memory.first_fit places buffers in blocks: give memory.block_bytes too")
     return value
@@ -209,36 +191,39 @@ def normalize_and_validate(w: Wafer) -> None:
     """Bring ``w``'s fields to canonical types (floats, frozensets, sorted tuples) and
     check every invariant; raise ``ConfigError`` naming the first bad field."""
     if not isinstance(w.name, str) or not w.name.strip():
-        raise ConfigError(f"wafer.name must be a non-empty string, got {w.name!r}")
+        raise ConfigError(f"wafer.name must be a non-empty string, got {short(w.name)}")
     if not isinstance(w.source, str):
-        raise ConfigError(f"wafer.source must be a string, got {w.source!r}")
-    _int(w.rows, "wafer.rows", 1)
-    _int(w.cols, "wafer.cols", 1)
+        raise ConfigError(f"wafer.source must be a string, got {short(w.source)}")
+    k = int(_ranged(w, "coarsen_factor"))
+    rows, cols = int(_ranged(w, "rows")), int(_ranged(w, "cols"))
     if isinstance(w.topology, str):
         try:
             _set(w, "topology", Topology(w.topology))
         except ValueError:
             choices = ", ".join(t.value for t in Topology)
             raise ConfigError(
-                f"wafer.topology = {w.topology!r} is unknown; choose one of {choices}"
+                f"wafer.topology = {short(w.topology)} is unknown; choose one of {choices}"
             ) from None
     if not isinstance(w.topology, Topology):
-        raise ConfigError(f"wafer.topology must be a Topology, got {w.topology!r}")
-    _set(w, "clock_hz", _number(w.clock_hz, "wafer.clock_hz", positive=True, unit="Hz"))
-    _set(w, "peak_flops", _peaks(w.peak_flops))
-    _int(w.sram_bytes, "wafer.sram_bytes", 1)
-    _set(
-        w,
-        "sram_bandwidth",
-        _number(w.sram_bandwidth, "wafer.sram_bandwidth", positive=True, unit="bytes/s"),
-    )
-    _set(w, "link", _linkspec(w.link, "link"))
-    _int(w.coarsen_factor, label("coarsen_factor"), 1)
+        raise ConfigError(f"wafer.topology must be a Topology, got {short(w.topology)}")
     _fine_shape(w)
+    fine_rows, fine_cols = w.fine_shape
+    if fine_rows * fine_cols > MAX_CORES:
+        grid = f"{rows:,} x {cols:,} grid" + (f" of {k} x {k}-core nodes" if k > 1 else "")
+        raise ConfigError(
+            f"wafer.rows x wafer.cols: a {grid} has {fine_rows * fine_cols:,} cores; "
+            f"waferflow models up to {MAX_CORES:,} (describe a bigger machine by its coarse "
+            "view: wafer.coarsen_factor)"
+        )
+    _set(w, "clock_hz", float(_ranged(w, "clock_hz")))
+    _set(w, "peak_flops", _peaks(w.peak_flops, k, declared(type(w))["peak_flops"]))
+    _ranged(w, "sram_bytes", k)
+    _set(w, "sram_bandwidth", float(_ranged(w, "sram_bandwidth", k)))
+    _set(w, "link", _linkspec(w.link, "link", k))
 
     # --- dies ---
-    _int(w.die_rows, label("die_rows"), 1)
-    _int(w.die_cols, label("die_cols"), 1)
+    _ranged(w, "die_rows")
+    _ranged(w, "die_cols")
     if w.rows % w.die_rows:
         raise ConfigError(
             f"{label('die_rows')} = {w.die_rows} does not divide wafer.rows = {w.rows}: "
@@ -250,9 +235,9 @@ def normalize_and_validate(w: Wafer) -> None:
             f"the grid is cut into equal dies; choose one of {divisors(w.cols)}"
         )
     if w.d2d_link is not None:
-        _set(w, "d2d_link", _linkspec(w.d2d_link, "dies.link"))
+        _set(w, "d2d_link", _linkspec(w.d2d_link, "dies.link", k))
     _set(w, "flow", _flow(w.flow))
-    _set(w, "core", _core(w.core))
+    _set(w, "core", _core(w.core, k))
     _set(w, "memory", _memory(w.memory))
     if w.memory is not None and w.memory.block_bytes > w.sram_bytes:
         raise ConfigError(
@@ -260,7 +245,7 @@ def normalize_and_validate(w: Wafer) -> None:
             f"(wafer.sram_bytes = {w.sram_bytes})"
         )
     if w.host is not None:
-        _set(w, "host", _linkspec(w.host, "host"))
+        _set(w, "host", _linkspec(w.host, "host", 1))  # one link per core, on any view
 
     # --- faults ---
     dead = frozenset(_coord(c, label("dead_cores")) for c in _iterable(w.dead_cores, "dead_cores"))
@@ -280,7 +265,7 @@ def normalize_and_validate(w: Wafer) -> None:
     for pair in _iterable(w.dead_links, "dead_links"):
         where = label("dead_links")
         if not isinstance(pair, tuple | list) or len(pair) != 2:
-            raise ConfigError(f"{where}: a link is written [[r, c], [r, c]], got {pair!r}")
+            raise ConfigError(f"{where}: a link is written [[r, c], [r, c]], got {short(pair)}")
         a, b = _coord(pair[0], where), _coord(pair[1], where)
         for r, c in (a, b):
             if not (0 <= r < w.rows and 0 <= c < w.cols):
@@ -302,7 +287,7 @@ def normalize_and_validate(w: Wafer) -> None:
 
 def _iterable(value: object, attr: str) -> Iterable[Any]:
     if isinstance(value, str | bytes) or not isinstance(value, Iterable):
-        raise ConfigError(f"{label(attr)} must be a list, got {value!r}")
+        raise ConfigError(f"{label(attr)} must be a list, got {short(value)}")
     return value
 
 
@@ -311,7 +296,7 @@ def _fine_shape(w: Wafer) -> None:
     nodes holds 1..k fine rows (columns). Normalised to 0 when k divides them."""
     k = w.coarsen_factor
     for attr, n, grid in (("fine_rows", w.rows, "wafer.rows"), ("fine_cols", w.cols, "wafer.cols")):
-        fine = _int(getattr(w, attr), label(attr), 0)
+        fine = int(_ranged(w, attr))
         if fine == n * k:
             _set(w, attr, 0)  # not ragged: one spelling only
         elif fine and not (n - 1) * k < fine <= n * k:
@@ -329,7 +314,9 @@ def _partials(w: Wafer, dead: frozenset[Coord]) -> tuple[tuple[Coord, int], ...]
     out: dict[Coord, int] = {}
     for item in _iterable(w.partial_cores, "partial_cores"):
         if not isinstance(item, tuple | list) or len(item) != 2:
-            raise ConfigError(f"{where}: entries are ((row, col), alive fine cores), got {item!r}")
+            raise ConfigError(
+                f"{where}: entries are ((row, col), alive fine cores), got {short(item)}"
+            )
         coord = _coord(item[0], where)
         if not (0 <= coord[0] < w.rows and 0 <= coord[1] < w.cols):
             raise ConfigError(

@@ -39,6 +39,7 @@ from waferflow.ir.target.parts import (
     MemoryModel,
     Topology,
 )
+from waferflow.ir.target.ranges import AREA, MAX_SIDE, sane
 from waferflow.ir.target.validate import normalize_and_validate
 
 __all__ = [
@@ -67,16 +68,21 @@ CAPACITY_TIERS: tuple[float, ...] = (1.0, 0.95, 0.75)
 @dataclass(frozen=True)
 class Wafer:
     name: str
-    rows: int
-    cols: int
+    rows: int = field(metadata=sane(1, MAX_SIDE, "cores", integer=True))
+    cols: int = field(metadata=sane(1, MAX_SIDE, "cores", integer=True))
     topology: Topology
-    clock_hz: float
-    peak_flops: tuple[tuple[DType, float], ...]  # per core, by dtype
-    sram_bytes: int  # per core
-    sram_bandwidth: float  # bytes/s per core
+    clock_hz: float = field(metadata=sane(1e3, 1e11, "Hz"))
+    # per core, by dtype (the range holds for each rate)
+    peak_flops: tuple[tuple[DType, float], ...] = field(
+        metadata=sane(1, 1e30, "FLOP/s", scale=AREA)
+    )
+    sram_bytes: int = field(metadata=sane(1, 2**40, "B", integer=True, scale=AREA))  # per core
+    # bytes/s per core
+    sram_bandwidth: float = field(metadata=sane(1, 1e30, "B/s", scale=AREA))
     link: LinkSpec
-    die_rows: int = 1  # dies along the rows (the grid is cut into die_rows x die_cols dies)
-    die_cols: int = 1
+    # dies along the rows (the grid is cut into die_rows x die_cols dies)
+    die_rows: int = field(default=1, metadata=sane(1, MAX_SIDE, "dies", integer=True))
+    die_cols: int = field(default=1, metadata=sane(1, MAX_SIDE, "dies", integer=True))
     d2d_link: LinkSpec | None = None  # links that cross a die boundary
     dead_cores: frozenset[Coord] = field(default_factory=frozenset)
     dead_links: frozenset[tuple[Coord, Coord]] = field(default_factory=frozenset)  # undirected
@@ -84,7 +90,8 @@ class Wafer:
     core: CoreModel | None = None  # how a core times an op (None: the roofline)
     memory: MemoryModel | None = None  # how SRAM is handed out (None: exact, reported only)
     host: LinkSpec | None = None  # the host's own link to every core (None: no host)
-    coarsen_factor: int = 1  # k when this is a k x k coarse view of a finer wafer
+    # k when this is a k x k coarse view of a finer wafer
+    coarsen_factor: int = field(default=1, metadata=sane(1, MAX_SIDE, "", integer=True))
     source: str = ""  # where the figures come from
     # coarse views only: nodes holding fewer than k**2 alive fine cores (partly dead, or on
     # a ragged edge), as ((row, col), alive fine cores), 1 <= alive < coarsen_factor**2;
@@ -93,8 +100,8 @@ class Wafer:
     partial_cores: tuple[tuple[Coord, int], ...] = ()
     # coarse views only: the fine grid's rows / cols when coarsen_factor does not divide
     # them (the last row / col of nodes is ragged); 0 = rows (cols) * coarsen_factor
-    fine_rows: int = 0
-    fine_cols: int = 0
+    fine_rows: int = field(default=0, metadata=sane(0, MAX_SIDE, "cores", integer=True))
+    fine_cols: int = field(default=0, metadata=sane(0, MAX_SIDE, "cores", integer=True))
 
     def __post_init__(self) -> None:
         # Also normalises: peak_flops sorted by dtype, dead_links as (min, max) pairs,

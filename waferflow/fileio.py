@@ -1,0 +1,434 @@
+"""Reading inputs and writing outputs: every file waferflow reads or writes goes here.
+
+**Reading.** ``read_text`` / ``decode_text`` turn bytes into text: UTF-8 only (a
+leading byte-order mark is dropped), a bad byte reported with its line and column.
+``loads_json`` parses JSON with bounded numbers (integers of at most
+``MAX_INT_DIGITS`` digits, finite floats), nesting at most ``MAX_DEPTH`` deep, unique
+keys and no ``NaN`` / ``Infinity``. The ``want_*`` helpers check a document's
+structure and types field by field. Every problem is one ``FormatError`` naming the
+file and the line and column or the field path (``$.plan.actors[3].core``); values
+quoted in messages are cut short (``short``), so a huge input gives a short message.
+
+**Writing.** ``write_text`` / ``write_bytes`` / ``atomic_path`` write a temporary
+file in the destination's folder, flush and fsync it, then rename it over the
+destination: whoever looks (a reader, or the user after a crash or SIGKILL) finds the
+old file or the new one, never a partial one. ``Staged`` holds several outputs back
+and renames them together at the end, with Ctrl-C deferred, so that an interrupted
+run writes none of them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import json
+import math
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from waferflow.errors import FormatError, ParseError, WaferflowError
+
+__all__ = [
+    "INT64_MAX",
+    "MAX_DEPTH",
+    "MAX_INT_DIGITS",
+    "ErrorFactory",
+    "Staged",
+    "atomic_dir",
+    "atomic_path",
+    "decode_text",
+    "kind_name",
+    "loads_json",
+    "read_text",
+    "short",
+    "want",
+    "want_int",
+    "want_object",
+    "write_bytes",
+    "write_text",
+]
+
+MAX_INT_DIGITS = 400  # far above any count or size, far below Python's 4,300-digit limit
+MAX_DEPTH = 100  # nesting of JSON arrays / objects (and of IR attribute lists)
+INT64_MAX = 2**63 - 1  # shapes, costs, bytes: what torch and the simulator count in
+
+
+def short(value: Any, limit: int = 60) -> str:
+    """``repr(value)`` cut to about ``limit`` characters (huge inputs, short messages)."""
+    if isinstance(value, str) and len(value) > 4 * limit:
+        value = value[: 4 * limit]  # repr of a 1 GB string is not built just to be cut
+    elif isinstance(value, list | tuple | dict) and len(value) > limit:
+        return f"{kind_name(value)} of {len(value)} items"
+    elif isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 200:
+        return f"an integer of about {int(value.bit_length() * 0.30103)} digits"
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# --- bytes to text --------------------------------------------------------------------------
+
+
+def decode_text(data: bytes, source: str) -> str:
+    """``data`` as UTF-8 text; ``FormatError`` at the first byte that is not UTF-8."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        col = err.start - (data.rfind(b"\n", 0, err.start) + 1) + 1
+        raise FormatError(
+            "",
+            f"not UTF-8 text: byte 0x{data[err.start]:02x} (offset {err.start}); "
+            "save the file as UTF-8",
+            f"{source}:{line}:{col}",
+        ) from None
+    return text.removeprefix("\ufeff")
+
+
+def read_text(path: str | Path, what: str = "file", hint: str = "") -> str:
+    """The text of ``path`` (UTF-8). A missing file, a folder or an unreadable file
+    is a ``WaferflowError`` naming ``what`` it should have been; ``hint`` says how
+    to make one (``"write one with `waferflow trace`"``)."""
+    file = Path(path)
+    try:
+        data = file.read_bytes()
+    except FileNotFoundError:
+        extra = f" ({hint})" if hint else ""
+        raise WaferflowError(f"{path}: no such {what}{extra}") from None
+    except IsADirectoryError:
+        raise WaferflowError(f"{path}: is a folder, not a {what}") from None
+    except PermissionError:
+        raise WaferflowError(f"{path}: cannot read the {what}: permission denied") from None
+    except OSError as err:
+        raise WaferflowError(f"{path}: cannot read the {what}: {err.strerror or err}") from None
+    return decode_text(data, str(path))
+
+
+# --- JSON ------------------------------------------------------------------------------------
+
+
+def _parse_int(text: str) -> int:
+    digits = len(text.lstrip("-"))
+    if digits > MAX_INT_DIGITS:
+        raise _NumberError(f"an integer of {digits} digits (at most {MAX_INT_DIGITS})")
+    return int(text)
+
+
+def _parse_float(text: str) -> float:
+    if len(text) > MAX_INT_DIGITS:
+        raise _NumberError(f"a number written with {len(text)} characters")
+    value = float(text)
+    if not math.isfinite(value):
+        raise _NumberError(f"{text} overflows a float (at most about 1.8e308)")
+    return value
+
+
+class _NumberError(ValueError):
+    pass
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _NumberError(f"a JSON object has the key {short(key)} twice")
+        out[key] = value
+    return out
+
+
+def _reject_constant(name: str) -> Any:
+    raise _NumberError(f"{name} is not JSON")
+
+
+def loads_json(text: str, source: str, *, constant_hint: str = "") -> Any:
+    """Parse JSON text with bounded numbers and nesting and unique keys.
+
+    Malformed JSON is a ``ParseError`` with the line and column (``plan.json:3:16``),
+    a number out of range or nesting too deep a ``FormatError``; ``constant_hint`` extends the message for ``NaN`` and
+    ``Infinity`` (a format that spells non-finite floats another way says how)."""
+    try:
+        doc = json.loads(
+            text,
+            object_pairs_hook=_unique_keys,
+            parse_constant=_reject_constant,
+            parse_int=_parse_int,
+            parse_float=_parse_float,
+        )
+    except json.JSONDecodeError as err:
+        raise ParseError(f"malformed JSON: {err.msg}", err.lineno, err.colno, source) from None
+    except _NumberError as err:
+        extra = constant_hint if "is not JSON" in str(err) else ""
+        raise FormatError("$", f"{err}{extra}", source) from None
+    except RecursionError:
+        raise FormatError("$", "arrays or objects nested too deeply", source) from None
+    depth = _depth(doc)
+    if depth > MAX_DEPTH:
+        raise FormatError(
+            "$", f"arrays or objects nested {depth} deep (at most {MAX_DEPTH})", source
+        )
+    return doc
+
+
+def _depth(doc: Any) -> int:
+    """How deeply arrays and objects nest (iteratively: no recursion on deep input)."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(doc, 1)]
+    while stack:
+        node, d = stack.pop()
+        if isinstance(node, dict):
+            node = node.values()
+        elif not isinstance(node, list):
+            continue
+        deepest = max(deepest, d)
+        if d <= MAX_DEPTH:
+            stack.extend((child, d + 1) for child in node if isinstance(child, list | dict))
+    return deepest
+
+
+# --- structure -------------------------------------------------------------------------------
+
+
+def kind_name(value: Any) -> str:
+    """What a JSON value is, in words: ``an integer``, ``an array``, ``null``."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list | tuple):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+ErrorFactory = Callable[[str, str], WaferflowError]
+
+
+def want_object(
+    value: Any,
+    path: str,
+    keys: tuple[str, ...] | None = None,
+    required: int | tuple[str, ...] = 0,
+    *,
+    error: ErrorFactory | None = None,
+) -> dict[str, Any]:
+    """``value`` as an object. With ``keys``, every key must be one of them (else a
+    did-you-mean); ``required`` is a count (the first keys) or the required keys."""
+    err = error or FormatError
+    if not isinstance(value, dict):
+        raise err(path, f"expected an object, found {kind_name(value)}")
+    if keys is not None:
+        for key in value:
+            if key not in keys:
+                close = difflib.get_close_matches(str(key)[:100], keys, n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else f" (known: {', '.join(keys)})"
+                raise err(f"{path}.{str(key)[:60]}", f"unknown field {short(key)}{hint}")
+    needed = keys[:required] if isinstance(required, int) and keys else required
+    for key in needed or ():
+        if key not in value:
+            raise err(path, f"missing field {key!r}")
+    return value
+
+
+def want(
+    value: Any,
+    path: str,
+    check: type | tuple[type, ...] | Callable[[Any], bool],
+    what: str,
+    *,
+    error: ErrorFactory | None = None,
+) -> Any:
+    """``value`` if it passes ``check`` (a type, types or a predicate; ``bool`` is not
+    an ``int`` here), else an error ``expected <what>, found <kind>``."""
+    if isinstance(check, type | tuple):
+        ok = isinstance(value, check) and not (
+            isinstance(value, bool)
+            and bool not in (check if isinstance(check, tuple) else (check,))
+        )
+    else:
+        ok = check(value)
+    if not ok:
+        raise (error or FormatError)(
+            path, f"expected {what}, found {kind_name(value)} {short(value)}"
+        )
+    return value
+
+
+def want_int(
+    value: Any,
+    path: str,
+    lo: int = 0,
+    hi: int = INT64_MAX,
+    *,
+    error: ErrorFactory | None = None,
+) -> int:
+    """An integer (not a boolean) in ``lo..hi``."""
+    err = error or FormatError
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise err(path, f"expected an integer, found {kind_name(value)} {short(value)}")
+    if not lo <= value <= hi:
+        raise err(path, f"{short(value)} is out of range: expected {lo}..{hi}")
+    return value
+
+
+# --- writing ---------------------------------------------------------------------------------
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_FILE_MODE = 0o666 & ~_umask()
+
+
+def _fsync_dir(folder: Path) -> None:
+    with contextlib.suppress(OSError):  # not every file system can sync a folder
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _temp_in(folder: Path, name: str, suffix: str) -> Path:
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=f".tmp{suffix}")
+    os.close(fd)
+    os.chmod(tmp, _FILE_MODE)
+    return Path(tmp)
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """Yield a temporary path beside ``path`` (same suffix, so writers that pick a
+    format by the name still do); when the block ends normally the file is fsynced
+    and renamed over ``path``; on any exception (Ctrl-C included) it is removed and
+    ``path`` is left as it was."""
+    out = Path(path)
+    folder = out.parent
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = _temp_in(folder, out.name, out.suffix)
+    try:
+        yield tmp
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, out)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(folder)
+
+
+def write_bytes(path: str | Path, data: bytes) -> Path:
+    """Write ``data`` to ``path`` atomically (see ``atomic_path``)."""
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)
+    return Path(path)
+
+
+def write_text(path: str | Path, text: str) -> Path:
+    """Write ``text`` (UTF-8) to ``path`` atomically (see ``atomic_path``)."""
+    return write_bytes(path, text.encode("utf-8"))
+
+
+@contextlib.contextmanager
+def atomic_dir(path: str | Path) -> Iterator[Path]:
+    """Yield a fresh temporary folder beside ``path``; when the block ends normally it
+    replaces ``path`` (an existing folder there is moved aside and removed only after
+    the new one is in place). On an exception the temporary folder is removed."""
+    out = Path(path)
+    tmp = _temp_dir_for(out)
+    try:
+        yield tmp
+        _replace_dir(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    _fsync_dir(out.parent)
+
+
+def _temp_dir_for(out: Path) -> Path:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"))
+
+
+def _replace_dir(tmp: Path, out: Path) -> None:
+    """Put the folder ``tmp`` at ``out``; an existing one is moved aside first and
+    removed only once the new one is in place."""
+    old = None
+    if out.exists():
+        old = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".old"))
+        os.replace(out, old / out.name)
+    os.replace(tmp, out)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+class Staged:
+    """Outputs held back until the run has succeeded.
+
+    ``path(final)`` gives a temporary path beside ``final`` to write to (by any
+    writer, atomic or not), ``folder(final)`` a temporary folder; ``commit()`` renames
+    them all into place with Ctrl-C deferred until the last rename; leaving the
+    ``with`` block without a commit (an error, Ctrl-C) removes the temporaries, so
+    nothing is written."""
+
+    def __init__(self) -> None:
+        self._pending: list[tuple[Path, Path]] = []
+        self._folders: list[tuple[Path, Path]] = []
+
+    def __enter__(self) -> Staged:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.discard()
+
+    def path(self, final: str | Path) -> Path:
+        out = Path(final)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = _temp_in(out.parent, out.name, out.suffix)
+        self._pending.append((tmp, out))
+        return tmp
+
+    def folder(self, final: str | Path) -> Path:
+        out = Path(final)
+        tmp = _temp_dir_for(out)
+        self._folders.append((tmp, out))
+        return tmp
+
+    def commit(self) -> list[Path]:
+        from waferflow.interrupt import deferred
+
+        done: list[Path] = []
+        with deferred():
+            for tmp, out in self._pending:
+                with open(tmp, "rb+") as f:
+                    os.fsync(f.fileno())
+                os.replace(tmp, out)
+                done.append(out)
+            for tmp, out in self._folders:
+                _replace_dir(tmp, out)
+                done.append(out)
+            self._pending.clear()
+            self._folders.clear()
+        for folder in {p.parent for p in done}:
+            _fsync_dir(folder)
+        return done
+
+    def discard(self) -> None:
+        for tmp, _ in self._pending:
+            tmp.unlink(missing_ok=True)
+        for tmp, _ in self._folders:
+            shutil.rmtree(tmp, ignore_errors=True)
+        self._pending.clear()
+        self._folders.clear()
