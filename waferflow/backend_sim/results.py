@@ -105,12 +105,11 @@ class SimResult:
         return max((c.peak_mem_bytes for c in self.cores), default=0)
 
     def link_stat(self, index: int) -> LinkStat:
-        cols = self.wafer.cols
         busy = self.link_busy_ps[index]
         return LinkStat(
             index=index,
-            src=divmod(self.link_src[index], cols),
-            dst=divmod(self.link_dst[index], cols),
+            src=self.wafer.node_coord(self.link_src[index]),
+            dst=self.wafer.node_coord(self.link_dst[index]),
             bytes=self.link_bytes[index],
             busy_ps=busy,
             d2d=self.link_d2d[index],

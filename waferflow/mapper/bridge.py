@@ -133,11 +133,14 @@ def describe_view(wafer: Wafer) -> str:
 
 
 def hop_distance(wafer: Wafer, a: int, b: int) -> int:
-    """Hops of a fault-free shortest route between cores ``a`` and ``b``."""
+    """Hops of a fault-free shortest route between cores ``a`` and ``b``: links crossed
+    (on a switched fabric, two per level climbed to their lowest common switch)."""
     if a == b:
         return 0
     if wafer.topology is Topology.CROSSBAR:
         return 1
+    if wafer.tree is not None:
+        return wafer.tree.hops(divmod(a, wafer.cols), divmod(b, wafer.cols), wafer.cols)
     (ra, ca), (rb, cb) = divmod(a, wafer.cols), divmod(b, wafer.cols)
     dr, dc = abs(ra - rb), abs(ca - cb)
     if wafer.topology is Topology.TORUS:

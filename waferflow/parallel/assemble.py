@@ -42,6 +42,7 @@ from waferflow.parallel.collective_lowering import KIND_OF, ScheduleCache, expan
 from waferflow.parallel.plan_spec import CollectiveAlgo
 from waferflow.parallel.redistribute import Region
 from waferflow.parallel.shardcost import instance_degrees, op_cost, share, value_bytes
+from waferflow.parallel.lowering_extras import ShiftAndSwitch
 from waferflow.parallel.shift import is_shift, reads_shift
 from waferflow.parallel.stages import layer_key, root_value
 from waferflow.parallel.transfers import BufKey, Transfers
@@ -104,7 +105,7 @@ def assemble(prog: Program, wafer: Wafer, algo: CollectiveAlgo | None = None) ->
     return _Assembler(prog, wafer, algo or prog.plan.algo).run()
 
 
-class _Assembler(Transfers):
+class _Assembler(Transfers, ShiftAndSwitch):
     def __init__(self, prog: Program, wafer: Wafer, algo: CollectiveAlgo) -> None:
         self.p = prog
         self.wafer = wafer
@@ -123,9 +124,7 @@ class _Assembler(Transfers):
         self.step_need: dict[int, float] = {}  # step actor -> estimated transfer seconds
         self.acc_flops: dict[int, int] = {}  # compute actor -> FLOPs adding into accumulators
         self.m = prog.microbatches
-        # compute-shift matmuls: (gather op id, rank, instance) -> the matmul's n pieces
-        self.shift_parts: dict[tuple[int, int, int], list[int]] = {}
-        self._placed: set[int] = set()  # pieces already in a core's order
+        self.init_extras()
 
     def run(self) -> Assembled:
         for spec in self.p.actors:
@@ -135,6 +134,7 @@ class _Assembler(Transfers):
         for i in range(len(self.p.collectives)):
             self._ensure(i)
         order = self._order()
+        order.update(self.unit_order)  # in-network steps, each on a switch unit of its own
         self._data_messages(order)
         self._residency(order)
         actors = [
@@ -142,8 +142,8 @@ class _Assembler(Transfers):
             for i, a in enumerate(self.acts)
         ]
         messages = [
-            Message(i, s, d, b, holds=h, bcast=self.bcast.get(i, -1),
-                    last_use=self.last_use.get(i, -1))
+            Message(i, s, d, b, route=self.routes.get(i), holds=h,
+                    bcast=self.bcast.get(i, -1), last_use=self.last_use.get(i, -1))
             for i, (s, d, b, h) in enumerate(self.msgs)
         ]  # fmt: skip
         notes = [f"parallel plan {self.p.plan} of @{self.p.graph.name}",
@@ -210,26 +210,6 @@ class _Assembler(Transfers):
         self.meta.append(meta)
         return len(self.acts) - 1
 
-    def _shift_pieces(self, a: _A, meta: ActorMeta, gather: Op, spec: ActorSpec) -> int:
-        """A compute-shift matmul as n pieces, each multiplying one block of the
-        rotating operand (``parallel.shift``); ``_order`` interleaves them with the
-        ring's steps. The last piece holds the result (and the actor's buffers)."""
-        n = self.p.mesh.degree(MeshAxis(str(gather.attrs.get("axis"))))
-        ids = []
-        for j in range(n):
-            piece = replace(
-                a, name=f"{a.name}.k{j}", flops=share(a.flops, n, j),
-                bytes_read=share(a.bytes_read, n, j), bytes_written=share(a.bytes_written, n, j),
-                out_bytes=a.out_bytes if j == n - 1 else 0,
-                work=[OpWork(w.kind, share(w.flops, n, j), tuple(share(r, n, j) for r in w.reads),
-                             tuple(share(x, n, j) for x in w.writes)) for w in a.work],
-            )  # fmt: skip
-            self.acts.append(piece)
-            self.meta.append(meta if j == n - 1 else ActorMeta(meta.block))
-            ids.append(len(self.acts) - 1)
-        self.shift_parts[(id(gather), spec.rank, spec.instance)] = ids
-        return ids[-1]
-
     def _used_outside(self, v: Value, in_group: set[int]) -> bool:
         stack = [v]
         users = self.p.users
@@ -287,9 +267,11 @@ class _Assembler(Transfers):
         kind = KIND_OF[op.kind]
         root = int(op.attrs.get("root", 0) or 0)  # type: ignore[arg-type]
         shift = is_shift(op)  # the blocks rotate around the ring while the matmul runs
+        per_rank = total // len(ci.ranks) if op.kind is K.ALL_GATHER else total
+        innet = not shift and self.use_innet(op.kind, ci.cores, per_rank, total)
         sched = self.cache.schedule(kind, ci.cores, total, root, Algorithm.RING if shift else None)
-        key = (op.results[0].name, op.kind.value, ci.axis.value,
-               "shift" if shift else sched.algorithm.value, len(ci.ranks), total)  # fmt: skip
+        how = "shift" if shift else "innet" if innet else sched.algorithm.value
+        key = (op.results[0].name, op.kind.value, ci.axis.value, how, len(ci.ranks), total)
         if shift:  # two blocks live at a time, never the whole operand
             out_bytes = [min(b, 2 * -(-b // len(ci.ranks))) for b in out_bytes]
         self.records[key] = self.records.get(key, 0) + 1
@@ -342,13 +324,24 @@ class _Assembler(Transfers):
             steps[member].append(len(self.acts) - 1)
             return len(self.acts) - 1
 
-        final = wire(
-            ex,
-            entries,
-            lambda i, j, got, red: new(i, j, f"t{j}", got, red),
-            lambda i: new(i, -1, "start", 0, 0),
-            lambda s, d, b: self.msgs.append((s, d, b, True)),
-        )
+        if innet:  # the switches add and copy: each rank sends its input and receives
+            ins_ = [e if e is not None else new(i, -1, "start", 0, 0) for i, e in enumerate(entries)]
+            final = self.wire_in_network(
+                op.kind, ci.cores, per_rank, ins_,
+                lambda i, got: new(i, 1 << 30, "recv", 0, 0),  # streamed into place
+                lambda node, label, got: _A(
+                    f"{name}.{label}", node, phase=op.phase, op_kind=op.kind,
+                    module=op.prov.module, stage=ci.stage, microbatch=mb,
+                    layer=layer_key(op.prov.module)),
+            )  # fmt: skip
+        else:
+            final = wire(
+                ex,
+                entries,
+                lambda i, j, got, red: new(i, j, f"t{j}", got, red),
+                lambda i: new(i, -1, "start", 0, 0),
+                lambda s, d, b: self.msgs.append((s, d, b, True)),
+            )
         gathers_param = op.kind is K.ALL_GATHER and stored_shard(
             v0, ci.axis, ins[0].get(ci.axis)
         )  # ZeRO-3: the whole parameter, freed after its last reader
@@ -416,22 +409,6 @@ class _Assembler(Transfers):
             ids.extend(queue)
             order[core] = ids
         return order
-
-    def _steps_of(self, it: Item) -> list[int]:
-        """A collective's step actors on one core; for a compute-shift gather, with its
-        matmul's pieces between them: piece j multiplies the block that step j - 1
-        brought while step j's block is on its way."""
-        steps = self.coll_steps[it.coll][it.member]
-        ci = self.p.collectives[it.coll]
-        parts = self.shift_parts.get((id(ci.op), ci.ranks[it.member], ci.instance))
-        if not parts:
-            return steps
-        recv = steps[len(steps) - (len(parts) - 1) :]  # the ring's n - 1 receiving steps
-        out = [*steps[: len(steps) - len(recv)], parts[0]]  # a start actor first, if any
-        for j, s in enumerate(recv):
-            out += [s, parts[j + 1]]
-        self._placed.add(parts[-1])  # the matmul's own item adds nothing more
-        return out
 
     def _seconds(self, aid: int) -> float:
         """Roofline estimate of a compute actor (for placing overlapped steps)."""

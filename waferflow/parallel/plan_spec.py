@@ -88,6 +88,7 @@ class CollectiveAlgo(Enum):
     TREE = "tree"
     DIRECT = "direct"
     ROOT = "root"
+    INNET = "innet"  # in the switches of a switched fabric (``parallel/innet.py``)
 
 
 class MatmulAlgo(Enum):
