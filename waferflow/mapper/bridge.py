@@ -207,17 +207,20 @@ class RankFlows:
         return tuple(Flow(a, b, w) for a, b, w in self.pairs)
 
 
-def rank_flows(plan: Plan, layout_cores: Sequence[Sequence[int]]) -> RankFlows:
+def rank_flows(
+    plan: Plan, layout_cores: Sequence[Sequence[int]], n_cores: int = 1 << 62
+) -> RankFlows:
     """Aggregate ``plan``'s messages by the ranks (``layout_cores[stage][rank]``) of their
-    endpoints' cores. Raises ``PlanError`` if an actor sits on a core of no rank."""
+    endpoints' cores; nodes from ``n_cores`` on are a fabric's switches, whose messages
+    are no rank's. Raises ``PlanError`` if an actor sits on a core of no rank."""
     pp, ranks = len(layout_cores), len(layout_cores[0])
     rank_of = {c: s * ranks + r for s, cs in enumerate(layout_cores) for r, c in enumerate(cs)}
     pairs: dict[tuple[int, int], float] = {}
     stages: dict[tuple[int, int], float] = {}
     for m in plan.messages:
         ca, cb = plan.actors[m.src_actor].core, plan.actors[m.dst_actor].core
-        if ca == cb or m.bytes == 0:
-            continue
+        if ca == cb or m.bytes == 0 or max(ca, cb) >= n_cores:
+            continue  # local, empty, or to a switch (an in-network collective's step)
         a, b = rank_of.get(ca), rank_of.get(cb)
         if a is None or b is None:
             raise PlanError(

@@ -190,7 +190,7 @@ class _Parallel:
         self.seen[layout.cores] = len(self.candidates)
         built = self.build(layout)
         if self.flows is None:
-            self.flows = bridge.rank_flows(built.plan, layout.cores)
+            self.flows = bridge.rank_flows(built.plan, layout.cores, self.wafer.num_cores)
         cols = self.wafer.cols
         flat = bridge.flat_cores(layout.cores)
         rank_cost = bridge.layout_cost(self.flows, flat, cols)
@@ -320,7 +320,7 @@ def place_state(graph: Graph, state: ParallelState, options: PlaceOptions) -> Pl
     it, its program, plan and memory in ``state``."""
     t0 = time.perf_counter()
     wafer = state.wafer
-    crossbar = wafer.topology is Topology.CROSSBAR
+    crossbar = wafer.topology in (Topology.CROSSBAR, Topology.TREE)
     run = _Parallel(graph, state, options)
     if not crossbar:
         run.grid.require_connected()  # PlanError listing the islands
@@ -335,6 +335,10 @@ def place_state(graph: Graph, state: ParallelState, options: PlaceOptions) -> Pl
         run.notes.append(
             f"{wafer.name} is a crossbar: every pair of cores is one hop apart, so placement "
             "cannot change the traffic; the default layout is kept, no solver ran"
+            if wafer.topology is Topology.CROSSBAR
+            else f"{wafer.name} is a tree of switches: the default layout (consecutive ranks "
+            "under one switch) is kept; the CP-SAT models measure Manhattan distance, not "
+            "switch hops, so no solver ran"
         )
     else:
         first_plan = run.best[1].plan
