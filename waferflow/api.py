@@ -254,7 +254,7 @@ class CompiledPlan:
         return (
             f"<CompiledPlan {self.plan.name!r} on {self.wafer.name!r} "
             f"({self.wafer.rows}x{self.wafer.cols}): {len(self.plan.actors)} actors on "
-            f"{len(self.plan.cores)} cores, {len(self.plan.messages)} messages>"
+            f"{self.wafer.count_cores(self.plan.cores)} cores, {len(self.plan.messages)} messages>"
         )
 
 

@@ -170,7 +170,8 @@ class SimResult:
     # -- presentation ----------------------------------------------------------------------
     def summary(self, top: int = 3) -> str:
         plan, step = self.plan, self.step_time_ps
-        n_used = len(self.cores)
+        real = [c for c in self.cores if not self.wafer.is_switch_node(c.core)]
+        n_used = len(real)  # a switched fabric's switch units run no compute
         lines = [
             f"plan {plan.name!r} on wafer {self.wafer.name!r}: {len(plan.actors)} actors, "
             f"{len(plan.messages)} messages, {n_used} cores used",
@@ -180,9 +181,9 @@ class SimResult:
         ]
         if n_used and step:
             tot = step * n_used
-            comp = sum(c.compute_ps for c in self.cores) / tot
-            comm = sum(c.comm_ps for c in self.cores) / tot
-            idle = sum(c.idle_ps for c in self.cores) / tot
+            comp = sum(c.compute_ps for c in real) / tot
+            comm = sum(c.comm_ps for c in real) / tot
+            idle = sum(c.idle_ps for c in real) / tot
             lines.append(
                 f"  {'core time':<22}compute {100 * comp:.1f} %, comm wait {100 * comm:.1f} %, "
                 f"idle {100 * idle:.1f} %"

@@ -61,7 +61,19 @@ _VERSIONS = (1, 2)
 _TOP_KEYS = ("format", "version", "name", "ops", "outputs", "parallel")
 _OP_KEYS = ("kind", "operands", "results", "attrs", "phase", "prov", "cost", "par")
 _RESULT_KEYS = ("name", "dtype", "shape", "sharding")
-_GRAPH_PAR_KEYS = ("plan", "wafer", "dp", "tp", "mb", "pp", "ranks", "level", "reshard", "ep", "zero")
+_GRAPH_PAR_KEYS = (
+    "plan",
+    "wafer",
+    "dp",
+    "tp",
+    "mb",
+    "pp",
+    "ranks",
+    "level",
+    "reshard",
+    "ep",
+    "zero",
+)
 _OP_PAR_KEYS = ("stage", "mode", "inputs", "divided", "stats", "region")
 _PROV_KEYS = ("module", "aten")
 _COST_KEYS = ("flops", "bytes_read", "bytes_written")

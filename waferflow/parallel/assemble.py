@@ -25,7 +25,7 @@
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from waferflow.errors import PlanError
 from waferflow.ir.dtypes import DType
@@ -39,10 +39,10 @@ from waferflow.ir.work import op_work
 from waferflow.mapper.collectives import Algorithm
 from waferflow.parallel.build import ActorSpec, CollInstance, Item, MbMode, Program
 from waferflow.parallel.collective_lowering import KIND_OF, ScheduleCache, expand, wire
+from waferflow.parallel.lowering_extras import ShiftAndSwitch
 from waferflow.parallel.plan_spec import CollectiveAlgo
 from waferflow.parallel.redistribute import Region
-from waferflow.parallel.shardcost import instance_degrees, op_cost, share, value_bytes
-from waferflow.parallel.lowering_extras import ShiftAndSwitch
+from waferflow.parallel.shardcost import instance_degrees, op_cost, value_bytes
 from waferflow.parallel.shift import is_shift, reads_shift
 from waferflow.parallel.stages import layer_key, root_value
 from waferflow.parallel.transfers import BufKey, Transfers
@@ -325,7 +325,9 @@ class _Assembler(Transfers, ShiftAndSwitch):
             return len(self.acts) - 1
 
         if innet:  # the switches add and copy: each rank sends its input and receives
-            ins_ = [e if e is not None else new(i, -1, "start", 0, 0) for i, e in enumerate(entries)]
+            ins_ = [
+                e if e is not None else new(i, -1, "start", 0, 0) for i, e in enumerate(entries)
+            ]
             final = self.wire_in_network(
                 op.kind, ci.cores, per_rank, ins_,
                 lambda i, got: new(i, 1 << 30, "recv", 0, 0),  # streamed into place

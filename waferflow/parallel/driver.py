@@ -92,10 +92,14 @@ class ParallelResult:
     wafer: Wafer | None = None  # the view the plan runs on (span applied)
     span_note: str = ""  # how many nodes a rank runs on (``SpanChoice.describe``)
 
+    def _cores(self) -> int:
+        n = len(self.plan.cores)
+        return n if self.wafer is None else self.wafer.count_cores(self.plan.cores)
+
     def summary(self) -> str:
         lines = [
             f"parallel plan {self.spec}: {len(self.plan.actors)} actors on "
-            f"{len(self.plan.cores)} cores, {len(self.plan.messages)} messages",
+            f"{self._cores()} cores, {len(self.plan.messages)} messages",
             *([self.span_note] if self.span_note else []),
             self.memory.summary(),
         ]

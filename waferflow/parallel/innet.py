@@ -143,9 +143,7 @@ def wire_innet(
     n, k = len(coords), chunks(per_rank)
     sizes = [per_rank // k + (1 if j < per_rank % k else 0) for j in range(k)]
     member_of = {c: i for i, c in enumerate(coords)}
-    finals = [
-        make_final(i, sum(int(_down_bytes(kind, c, 1, n)) for c in sizes)) for i in range(n)
-    ]
+    finals = [make_final(i, sum(int(_down_bytes(kind, c, 1, n)) for c in sizes)) for i in range(n)]
     order = _bottom_up(g)
     for j, c in enumerate(sizes):
         # up: each node's actor holding this chunk (a rank's input, a switch's sum)

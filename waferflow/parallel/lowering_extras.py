@@ -11,8 +11,8 @@ A mixin of ``assemble._Assembler``:
 
 from __future__ import annotations
 
-from dataclasses import replace
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from waferflow.ir.opkind import OpKind

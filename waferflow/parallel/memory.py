@@ -183,8 +183,8 @@ def plan_memory(
     """Peak bytes per core of ``plan`` (see the module docstring)."""
     cores: list[CoreMemory] = []
     for core, ids in plan.order:
-        if not ids:
-            continue
+        if not ids or wafer.is_switch_node(core):
+            continue  # a switch unit streams what it adds or copies: no buffers of its own
         cores.append(_core(core, ids, plan, meta, wafer, recompute))
     bad = [c for c in cores if not c.fits]
     tips = ()

@@ -53,7 +53,8 @@ def format_report(
         busy = float(getattr(sim, "flop_utilisation", 0.0))
         mfu = model_flops_utilisation(result, wafer, step)
         lines.append(
-            f"step time {fmt_seconds(step)}; FLOP utilisation of the {len(result.plan.cores)} "
+            f"step time {fmt_seconds(step)}; FLOP utilisation of the "
+            f"{wafer.count_cores(result.plan.cores)} "
             f"busy cores {100 * busy:.1f} %; model FLOPs utilisation of the wafer "
             f"({wafer.num_alive} cores) {100 * mfu:.3f} %"
         )

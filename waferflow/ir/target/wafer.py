@@ -23,7 +23,7 @@ by fewer fine links and has that fraction of the bandwidth (``link_spec``); see
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -286,6 +286,10 @@ class Wafer:
 
     def is_switch_node(self, node: int) -> bool:
         return self.tree is not None and node >= self.num_cores
+
+    def count_cores(self, nodes: Iterable[int]) -> int:
+        """How many of ``nodes`` are cores (a switched fabric's switch units are not)."""
+        return sum(1 for n in nodes if n < self.num_cores)
 
     def node_coord(self, node: int) -> Coord:
         if node < self.num_cores or self.tree is None:
