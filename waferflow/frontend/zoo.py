@@ -3,7 +3,8 @@
 Specs:
 
 - ``hf:<name>``: a Hugging Face transformer from a config in code (``zoo_hf``):
-  gpt2, gpt2-medium, gpt2-tiny, llama-7b, llama-tiny, bert-base, bert-tiny,
+  gpt2, gpt2-medium, gpt2-tiny, gpt3-4l, t17b-4l, llama-7b, llama-tiny, mixtral-8x7b,
+  mixtral-tiny, bert-base, bert-tiny,
   vit-base, vit-tiny.
 - ``cnn:amcoda`` (the AMCoDA seed CNN), ``cnn:amcoda4`` (a 4-conv CNN for the seed
   machine) and ``cnn:resnet-tiny`` (``zoo_cnn``).

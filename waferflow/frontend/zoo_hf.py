@@ -73,6 +73,22 @@ SPECS: dict[str, HFSpec] = {
         1024,
         "GPT-2 medium (355M): 24 layers, d=1024, 16 heads",
     ),
+    # the layer shapes of the FRED paper's transformer workloads, cut to 4 layers (one
+    # per pipeline stage of a 4-stage plan): a per-layer comparison of fabrics
+    "gpt3-4l": HFSpec(
+        "gpt2",
+        (("n_layer", 4), ("n_embd", 12288), ("n_head", 96), ("n_positions", 2048)),
+        16,
+        2048,
+        "GPT-3 175B's layer (d=12288, 96 heads, seq 2048), 4 layers: fabric comparisons",
+    ),
+    "t17b-4l": HFSpec(
+        "gpt2",
+        (("n_layer", 4), ("n_embd", 4256), ("n_head", 28), ("n_positions", 2048)),
+        16,
+        2048,
+        "Transformer-17B's layer (Turing-NLG: d=4256, 28 heads, seq 2048), 4 layers",
+    ),
     "gpt2-tiny": HFSpec(
         "gpt2",
         (("n_layer", 2), ("n_embd", 64), ("n_head", 4), ("n_positions", 128), *_TINY_TEXT),
