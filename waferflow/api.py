@@ -484,12 +484,9 @@ def _placement_method(place: str | None, plan: str | None, wafer: Wafer) -> str:
     """``auto``: CP-SAT for parallel plans; the snake for the naive one-actor-per-op
     lowering (placing thousands of actors is opt-in: ``place="cpsat"``); and the
     default layout on a crossbar, where every pair of cores has a link of its own, so
-    that no placement is better than another, and on a switched fabric, whose
-    row-major layout already puts neighbouring ranks under one switch (the CP-SAT
-    models measure Manhattan distance, not switch hops)."""
+    that no placement is better than another."""
     if place in (None, "auto"):
-        no_solver = wafer.topology in (Topology.CROSSBAR, Topology.TREE)
-        return "cpsat" if plan and not no_solver else "none"
+        return "cpsat" if plan and wafer.topology is not Topology.CROSSBAR else "none"
     return place
 
 

@@ -22,6 +22,8 @@ from waferflow.ir.graph import Graph
 from waferflow.ir.opkind import OpKind
 from waferflow.ir.parser import parse_graph
 from waferflow.ir.target import Wafer, parse_wafer_toml
+from waferflow.mapper.bridge import hop_matrix
+from waferflow.mapper.local import swap_descent_dist
 from waferflow.parallel.driver import insert, lower, read_state, schedule
 from waferflow.parallel.innet import CHUNK_BYTES, innet_seconds
 
@@ -107,3 +109,32 @@ def test_in_network_all_reduce_matches_its_closed_form(n: int) -> None:
     assert ring_recs == ["all_reduce/ring"] and ring > step
     _, auto, _ = _run(n, "auto")
     assert auto == ["all_reduce/innet"]  # the closed forms choose the switches
+
+
+def test_ranks_swap_onto_one_switch_by_switch_hops() -> None:
+    """Ranks 0 and 3 exchange the most bytes; on a tree of two 2-core switches the
+    start (identity) puts them 4 hops apart; one swap brings them under one switch."""
+    w = parse_wafer_toml(
+        """
+[wafer]
+name = "tree4"
+rows = 1
+cols = 4
+topology = "tree"
+clock_hz = 1e9
+sram_bytes = "1 MiB"
+sram_bandwidth = 1e12
+[wafer.peak_flops]
+f32 = 1e12
+[fabric]
+fanout = [2, 2]
+bandwidth = [1e9, 1e9]
+latency = [1e-9, 1e-9]
+"""
+    )
+    dist = hop_matrix(w)
+    pairs = [(0, 3, 10.0), (1, 2, 1.0)]
+    got = swap_descent_dist(pairs, (0, 1, 2, 3), dist)
+    cost = sum(x * dist[got[a], got[b]] for a, b, x in pairs)
+    assert dist[0, 3] == 4 and dist[0, 1] == 2
+    assert cost == 10 * 2 + 1 * 2  # both pairs under one switch each: the optimum

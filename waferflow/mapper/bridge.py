@@ -240,15 +240,26 @@ def rank_flows(
     )
 
 
-def layout_cost(flows: RankFlows, cores: Sequence[int], cols: int) -> float:
-    """``sum(bytes x Manhattan hops)`` of the rank flows with rank ``i`` on ``cores[i]``."""
+def layout_cost(
+    flows: RankFlows, cores: Sequence[int], cols: int, dist: np.ndarray | None = None
+) -> float:
+    """``sum(bytes x hops)`` of the rank flows with rank ``i`` on ``cores[i]``: Manhattan
+    hops, or ``dist[a, b]`` when given (a switched fabric's ``hop_matrix``)."""
     if not flows.pairs:
         return 0.0
     arr = np.array(flows.pairs, dtype=np.float64)
     pos = np.asarray(cores, dtype=np.int64)
     a, b = pos[arr[:, 0].astype(np.int64)], pos[arr[:, 1].astype(np.int64)]
+    if dist is not None:
+        return float((arr[:, 2] * dist[a, b]).sum())
     d = np.abs(a // cols - b // cols) + np.abs(a % cols - b % cols)
     return float((arr[:, 2] * d).sum())
+
+
+def hop_matrix(wafer: Wafer) -> np.ndarray:
+    """``hop_distance`` between every pair of cores (for small wafers: n x n)."""
+    n = wafer.num_cores
+    return np.array([[hop_distance(wafer, a, b) for b in range(n)] for a in range(n)], float)
 
 
 def flat_cores(layout_cores: Sequence[Sequence[int]]) -> tuple[int, ...]:
@@ -385,6 +396,7 @@ __all__ = [
     "flat_cores",
     "grid_from_mask",
     "hop_distance",
+    "hop_matrix",
     "layout_cost",
     "order_consistent",
     "placement_grid",

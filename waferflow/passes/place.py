@@ -57,6 +57,7 @@ from waferflow.ir.graph import Graph
 from waferflow.ir.plan import Plan
 from waferflow.ir.target.wafer import Topology, Wafer
 from waferflow.mapper import bridge
+from waferflow.mapper.local import swap_descent_dist
 from waferflow.mapper.placement import (
     DeadCores,
     FloorplanProblem,
@@ -172,6 +173,8 @@ class _Parallel:
         self.starts: list[tuple[float, int, tuple[int, ...]]] = []  # (rank cost, index, cores)
         self.notes: list[str] = []
         self.seen: dict[tuple[tuple[int, ...], ...], int] = {}  # layout -> first candidate
+        # a switched fabric: distances are switch hops, not Manhattan
+        self.hops = bridge.hop_matrix(self.wafer) if self.wafer.tree is not None else None
 
     def build(self, layout: Layout) -> _Built:
         schedule(self.g, self.state, layout)
@@ -193,7 +196,7 @@ class _Parallel:
             self.flows = bridge.rank_flows(built.plan, layout.cores, self.wafer.num_cores)
         cols = self.wafer.cols
         flat = bridge.flat_cores(layout.cores)
-        rank_cost = bridge.layout_cost(self.flows, flat, cols)
+        rank_cost = bridge.layout_cost(self.flows, flat, cols, self.hops)
         traffic = bridge.plan_traffic(built.plan, self.wafer)
         step, how = step_time(built.plan, self.wafer, self.opts.evaluate)
         fits = built.memory.fits
@@ -331,14 +334,12 @@ def place_state(graph: Graph, state: ParallelState, options: PlaceOptions) -> Pl
     first = run.best[1].memory
     if options.require_fit and any(c.peak_bytes > wafer.sram_bytes for c in first.cores):
         check_fits(first)  # a rank that overflows a full node fits no placement: say so now
-    if crossbar:
+    if run.hops is not None:
+        _tree_swaps(run)
+    elif crossbar:
         run.notes.append(
             f"{wafer.name} is a crossbar: every pair of cores is one hop apart, so placement "
             "cannot change the traffic; the default layout is kept, no solver ran"
-            if wafer.topology is Topology.CROSSBAR
-            else f"{wafer.name} is a tree of switches: the default layout (consecutive ranks "
-            "under one switch) is kept; the CP-SAT models measure Manhattan distance, not "
-            "switch hops, so no solver ran"
         )
     else:
         first_plan = run.best[1].plan
@@ -378,7 +379,7 @@ def place_state(graph: Graph, state: ParallelState, options: PlaceOptions) -> Pl
             f"floorplan on blocks: CP-SAT on {g.rows // a}x{g.cols // b} cells of {a}x{b} "
             f"nodes of {on} (one tensor-parallel group each)"
         )
-    if len(run.candidates) > 1:
+    if len(run.candidates) > 1 and run.hops is None:
         decisions.append(
             f"tiling (ranks in each rectangle, tensor-parallel groups as blocks): on {on}"
         )
@@ -414,6 +415,26 @@ def place_state(graph: Graph, state: ParallelState, options: PlaceOptions) -> Pl
         routes=routes,
         wall_time=time.perf_counter() - t0,
     )
+
+
+def _tree_swaps(run: _Parallel) -> None:
+    """On a switched fabric: swap descent of the ranks under switch hops (the CP-SAT
+    models measure Manhattan distance); the result is a candidate like the others."""
+    assert run.flows is not None and run.hops is not None
+    start = run.starts[0][2] if run.starts else ()
+    better = swap_descent_dist(run.flows.pairs, start, run.hops) if start else start
+    if better != start:
+        layout = Layout(bridge.split_cores(better, run.pp, run.ranks), "switch-hop swaps")
+        run.offer("switch-hop swaps", layout)
+        run.notes.append(
+            f"{run.wafer.name} is a tree of switches: ranks placed by swap descent on switch "
+            "hops (bytes x hops between ranks; in-network collectives run in the switches)"
+        )
+    else:
+        run.notes.append(
+            f"{run.wafer.name} is a tree of switches: no swap of ranks lowers bytes x switch "
+            "hops, so the default layout is kept"
+        )
 
 
 def _baselines(run: _Parallel, options: PlaceOptions, default: Layout) -> None:
