@@ -8,8 +8,8 @@ which are assumptions); the tree is fat, so its bisection is far larger than the
 mesh's (the paper's fabric is nonblocking). Models: the layer shapes of the paper's
 Transformer-17B and GPT-3 (zoo ``hf:t17b-4l``, ``hf:gpt3-4l``: 4 layers each, one per
 pipeline stage), bf16, SGD, batch 16 x seq 2048, under a 3D plan
-(dp=4, tp=4, pp=4, 4 micro-batches, 1F1B) and a data-parallel-heavy plan
-(dp=16, tp=4). Collectives: ``algo=auto`` on both (on fred each all-reduce,
+(dp=4, tp=4, pp=4, 4 micro-batches, 1F1B); ``--more`` adds a data-parallel-heavy
+plan (dp=16, tp=4). Collectives: ``algo=auto`` on both (on fred each all-reduce,
 reduce-scatter or all-gather runs in the switches when its closed form beats the best
 rank-to-rank schedule). Default layouts on both (no placement search). Step times are
 simulated.
@@ -17,8 +17,8 @@ simulated.
 Paper (Rashidi et al., ISCA 2025, end-to-end training time over a 2D-mesh wafer):
 ResNet-152 1.76x, Transformer-17B 1.87x, GPT-3 1.34x, Transformer-1T 1.4x.
 
-Run: ``.venv/bin/python benchmarks/bench_fabric.py`` (``--quick``: the 3D plan of
-Transformer-17B only).
+Run: ``.venv/bin/python benchmarks/bench_fabric.py`` (``--quick``: Transformer-17B
+only; ``--more``: also the data-parallel plan).
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ model (I/O hot spots at the wafer's edge, non-aligned groups on the mesh)."""
 
 
 def trace_model(spec: str) -> Graph:
+    print(f"  tracing {spec}", flush=True)
     from waferflow.frontend import load_model, trace
 
     b = load_model(spec, batch=BATCH, seq=SEQ, dtype="bf16")
@@ -74,10 +75,11 @@ def step(g: Graph, wafer_name: str, plan: str) -> tuple[float, float, str, float
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="Transformer-17B, 3D plan only")
+    ap.add_argument("--quick", action="store_true", help="Transformer-17B only")
+    ap.add_argument("--more", action="store_true", help="also the data-parallel plan")
     args = ap.parse_args(argv)
     models = MODELS[:1] if args.quick else MODELS
-    plans = PLANS[:1] if args.quick else PLANS
+    plans = PLANS if args.more else PLANS[:1]
     rows = [("model", "plan", "mesh ms", "fabric ms", "ours", "paper", "comm wait mesh/fabric",
              "fabric collectives")]  # fmt: skip
     for label, spec in models:
