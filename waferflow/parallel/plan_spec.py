@@ -11,7 +11,8 @@ Keys (``_`` and ``-`` are interchangeable; ``mb`` is short for ``microbatches``)
 ``grad-reduce``       ``all-reduce`` (default) or ``root`` (reduce to replica 0, which
                       alone runs the optimizer, as the seed machine does)
 ``algo``              collective algorithm: ``auto`` (cheapest by the cost model) or one
-                      of ``ring``, ``biring``, ``mesh2d``, ``tree``, ``direct``, ``root``
+                      of ``ring``, ``biring``, ``mesh2d``, ``tree``, ``direct``, ``root``,
+                      ``innet`` (in the switches of a switched fabric: ``parallel.innet``)
 ``recompute``         ``true``: drop activations after the forward, recompute them
 ``layers``            per-layer pattern, one letter per layer: ``d`` data, ``t`` tensor,
                       ``r`` replicated (every rank runs the whole layer), ``s`` single
