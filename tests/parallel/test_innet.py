@@ -21,6 +21,7 @@ from waferflow.backend_sim import simulate
 from waferflow.ir.graph import Graph
 from waferflow.ir.opkind import OpKind
 from waferflow.ir.parser import parse_graph
+from waferflow.ir.plan import plan_from_json, plan_to_json
 from waferflow.ir.target import Wafer, parse_wafer_toml
 from waferflow.mapper.bridge import hop_matrix
 from waferflow.mapper.local import swap_descent_dist
@@ -81,7 +82,9 @@ def _run(n: int, algo: str) -> tuple[int, list[str], int]:
         for m in plan.messages
         if plan.actors[m.src_actor].core < 16 <= plan.actors[m.dst_actor].core
     )
-    return simulate(plan, wafer).step_time_ps, recs, up
+    again = plan_from_json(plan_to_json(plan))  # switch units and routes round-trip
+    assert again == plan
+    return simulate(again, wafer).step_time_ps, recs, up
 
 
 def test_tree_arithmetic() -> None:

@@ -19,7 +19,7 @@ from waferflow.ir.opkind import OpKind
 from waferflow.ir.plan import OpWork
 from waferflow.ir.sharding import MeshAxis
 from waferflow.ir.target.wafer import Coord
-from waferflow.mapper.collectives import CollectiveKind
+from waferflow.parallel.collective_lowering import KIND_OF
 from waferflow.parallel.innet import INNET_KINDS, innet_seconds, wire_innet
 from waferflow.parallel.plan_spec import CollectiveAlgo
 from waferflow.parallel.shardcost import share
@@ -106,7 +106,7 @@ class ShiftAndSwitch:
         if got is None:
             coords = [divmod(c, self.wafer.cols) for c in cores]
             innet = innet_seconds(self.wafer, coords, kind, per_rank)
-            rank_s = self.cache.best_seconds(_KIND[kind], cores, total)
+            rank_s = self.cache.best_seconds(KIND_OF[kind], cores, total)
             got = self._innet_choice[key] = innet < rank_s
         return got
 
@@ -145,11 +145,5 @@ class ShiftAndSwitch:
             lambda a: self.acts[a].core, send,
         )  # fmt: skip
 
-
-_KIND = {
-    OpKind.ALL_REDUCE: CollectiveKind.ALL_REDUCE,
-    OpKind.REDUCE_SCATTER: CollectiveKind.REDUCE_SCATTER,
-    OpKind.ALL_GATHER: CollectiveKind.ALL_GATHER,
-}
 
 __all__ = ["ShiftAndSwitch"]
