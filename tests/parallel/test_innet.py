@@ -35,13 +35,16 @@ BW = (1e9, 4e9)  # cores' ports, then the links between level-1 and level-2 swit
 LAT = (10e-9, 30e-9)
 
 
-def _wafer() -> Wafer:
+def _tree(
+    rows: int, cols: int, fanout: str, bw: tuple[float, ...], lat: tuple[float, ...]
+) -> Wafer:
+    """A tree wafer whose compute is free (peak and SRAM bandwidth of 1e30)."""
     return parse_wafer_toml(
         f"""
 [wafer]
-name = "tree16"
-rows = 4
-cols = 4
+name = "tree{rows * cols}"
+rows = {rows}
+cols = {cols}
 topology = "tree"
 clock_hz = 1e9
 sram_bytes = "1 GiB"
@@ -49,11 +52,15 @@ sram_bandwidth = 1e30
 [wafer.peak_flops]
 f32 = 1e30
 [fabric]
-fanout = [4, 4]
-bandwidth = [{BW[0]}, {BW[1]}]
-latency = [{LAT[0]}, {LAT[1]}]
+fanout = {fanout}
+bandwidth = {list(bw)}
+latency = {list(lat)}
 """
     )
+
+
+def _wafer() -> Wafer:
+    return _tree(4, 4, "[4, 4]", BW, LAT)
 
 
 def _graph(n: int, algo: str) -> Graph:
@@ -117,24 +124,7 @@ def test_in_network_all_reduce_matches_its_closed_form(n: int) -> None:
 def test_ranks_swap_onto_one_switch_by_switch_hops() -> None:
     """Ranks 0 and 3 exchange the most bytes; on a tree of two 2-core switches the
     start (identity) puts them 4 hops apart; one swap brings them under one switch."""
-    w = parse_wafer_toml(
-        """
-[wafer]
-name = "tree4"
-rows = 1
-cols = 4
-topology = "tree"
-clock_hz = 1e9
-sram_bytes = "1 MiB"
-sram_bandwidth = 1e12
-[wafer.peak_flops]
-f32 = 1e12
-[fabric]
-fanout = [2, 2]
-bandwidth = [1e9, 1e9]
-latency = [1e-9, 1e-9]
-"""
-    )
+    w = _tree(1, 4, "[2, 2]", (1e9, 1e9), (1e-9, 1e-9))
     dist = hop_matrix(w)
     pairs = [(0, 3, 10.0), (1, 2, 1.0)]
     got = swap_descent_dist(pairs, (0, 1, 2, 3), dist)
