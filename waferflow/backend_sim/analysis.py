@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
+import numpy as np
+
 from waferflow.backend_sim.costs import transit_ps
 from waferflow.backend_sim.engine import CAUSE_ACTOR, CAUSE_BUFFER, CAUSE_MESSAGE
 from waferflow.backend_sim.network import Prepared
@@ -91,7 +93,22 @@ def peak_memory(
     arrive: Sequence[int],
 ) -> list[int]:
     """Peak bytes per local core (``p.cores`` order): resident bytes plus the most live
-    buffers at once (``memory_events``). At equal times, frees come before allocations."""
+    buffers at once (``memory_events``). At equal times, frees come before allocations.
+    Computed on int64 arrays (``_peak_memory_arrays``, the same figures) when every
+    time and size fits one."""
+    if max(end, default=0) < _INT64_SAFE and max(arrive, default=0) < _INT64_SAFE:
+        return _peak_memory_arrays(plan, p, start, end, data_start, arrive)
+    return _peak_memory_loop(plan, p, start, end, data_start, arrive)
+
+
+def _peak_memory_loop(
+    plan: Plan,
+    p: Prepared,
+    start: Sequence[int],
+    end: Sequence[int],
+    data_start: Sequence[int],
+    arrive: Sequence[int],
+) -> list[int]:
     resident, deltas = memory_events(plan, start, end, data_start, arrive)
     peaks = []
     for core in p.cores:
@@ -103,6 +120,65 @@ def peak_memory(
                 top = live
         peaks.append(resident.get(core, 0) + top)
     return peaks
+
+
+_INT64_SAFE = 1 << 62
+
+
+def _peak_memory_arrays(
+    plan: Plan,
+    p: Prepared,
+    start: Sequence[int],
+    end: Sequence[int],
+    data_start: Sequence[int],
+    arrive: Sequence[int],
+) -> list[int]:
+    """``peak_memory`` vectorised: the events of ``memory_events`` as arrays, sorted by
+    (core, time, delta), summed per core."""
+    n_act = len(plan.actors)
+    i64 = np.int64
+    core = np.fromiter((a.core for a in plan.actors), i64, n_act)
+    out_b = np.fromiter((a.out_bytes for a in plan.actors), i64, n_act)
+    mem_b = np.fromiter((a.mem_bytes for a in plan.actors), i64, n_act)
+    msgs = plan.messages
+    n_msg = len(msgs)
+    src = np.fromiter((m.src_actor for m in msgs), i64, n_msg)
+    dst = np.fromiter((m.dst_actor for m in msgs), i64, n_msg)
+    nbytes = np.fromiter((m.bytes for m in msgs), i64, n_msg)
+    holds = np.fromiter((m.holds for m in msgs), np.bool_, n_msg)
+    st = np.asarray(start[:n_act], dtype=i64)
+    en = np.asarray(end[:n_act], dtype=i64)
+    arr = np.asarray(arrive[:n_msg], dtype=i64)
+    ds = np.asarray(data_start[:n_msg], dtype=i64)
+    local = core[src] == core[dst]
+    rebuilt = local & ~holds  # recomputed by the consumer: its own allocation
+    # an output buffer is freed when its actor, remote deliveries and local readers are done
+    t_free = en.copy()
+    keep = ~rebuilt
+    np.maximum.at(t_free, src[keep], np.where(local, en[dst], arr)[keep])
+    has = out_b > 0
+    reb = rebuilt & (out_b[src] > 0)
+    remote = ~local & (nbytes > 0)
+    ev_core = np.concatenate([core[has], core[has], core[src[reb]], core[src[reb]],
+                              core[dst[remote]], core[dst[remote]]])  # fmt: skip
+    ev_t = np.concatenate([st[has], t_free[has], st[dst[reb]], en[dst[reb]],
+                           ds[remote], en[dst[remote]]])  # fmt: skip
+    ev_d = np.concatenate([out_b[has], -out_b[has], out_b[src[reb]], -out_b[src[reb]],
+                           nbytes[remote], -nbytes[remote]])  # fmt: skip
+    order = np.lexsort((ev_d, ev_t, ev_core))
+    ev_core, ev_d = ev_core[order], ev_d[order]
+    live = np.cumsum(ev_d)
+    cores_used, res_idx = np.unique(core, return_inverse=True)
+    np_res = np.zeros(len(cores_used), dtype=i64)
+    np.add.at(np_res, res_idx, mem_b)
+    resident = dict(zip(cores_used.tolist(), np_res.tolist(), strict=True))
+    top: dict[int, int] = {}
+    if len(ev_core):
+        first = np.flatnonzero(np.r_[True, ev_core[1:] != ev_core[:-1]])
+        base = np.r_[0, live[first[1:] - 1]]  # live bytes before each core's first event
+        peaks_in = np.maximum.reduceat(live, first) - base
+        top = dict(zip(ev_core[first].tolist(), np.maximum(peaks_in, 0).tolist(), strict=True))
+    return [resident.get(c, 0) + top.get(c, 0) for c in p.cores]
 
 
 def critical_path(

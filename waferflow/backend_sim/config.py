@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from waferflow.backend_sim.costs import ComputeModel, compute_ps
 from waferflow.errors import ConfigError
 
+ENGINES = ("auto", "compiled", "python")  # SimConfig.engine: the event loop to run
+
 
 @dataclass(frozen=True)
 class SimConfig:
@@ -14,12 +16,15 @@ class SimConfig:
     ``DEFAULT_PACKET_BYTES`` without flow control). ``route_order`` is the
     dimension order of default routes. ``compute`` gives each actor's duration in
     picoseconds (by default ``compute_ps``: the wafer's core model, or the roofline
-    when it has none)."""
+    when it has none). ``engine`` picks the event loop: ``"auto"`` (compiled with
+    numba when it can, else pure Python), ``"compiled"`` or ``"python"``; both give
+    the same run, event for event (``backend_sim.engine.run``)."""
 
     packet_bytes: int | None = None
     route_order: str = "xy"
     compute: ComputeModel = compute_ps
     verify: bool = True  # verify the plan against the wafer first
+    engine: str = "auto"
 
     def __post_init__(self) -> None:
         if self.packet_bytes is not None and (
@@ -27,6 +32,10 @@ class SimConfig:
         ):
             raise ConfigError(
                 f"SimConfig.packet_bytes must be a positive int, got {self.packet_bytes!r}"
+            )
+        if self.engine not in ENGINES:
+            raise ConfigError(
+                f"SimConfig.engine must be one of {', '.join(ENGINES)}; got {self.engine!r}"
             )
         if self.route_order not in ("xy", "yx"):
             raise ConfigError(

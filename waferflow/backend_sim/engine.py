@@ -19,13 +19,15 @@ message there, however long it is); neither changes the order of events.
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
 from dataclasses import dataclass
 from heapq import heappop, heappush
 
+from waferflow.backend_sim.config import ENGINES
 from waferflow.backend_sim.memory import MemoryRun
 from waferflow.backend_sim.network import Prepared
-from waferflow.errors import PlanError
+from waferflow.errors import ConfigError, PlanError
 
 # Events are (time_ps, seq, x, k, code). code > 0: packet k of message x arrived at
 # the core after `code` hops. Otherwise code names the event and x is its subject.
@@ -44,7 +46,9 @@ CAUSE_MEMORY = 4  # memory was freed ([memory] model), so it could be admitted
 
 @dataclass(slots=True)
 class RawRun:
-    """What the engine records (ps; indexed by actor / message id)."""
+    """What the engine records (ps; indexed by actor / message id). The per-hop
+    figures of all messages are in one list each: message m's hops are
+    ``occ_ptr[m]:occ_ptr[m + 1]``."""
 
     start: list[int]
     end: list[int]
@@ -53,14 +57,77 @@ class RawRun:
     inject: list[int]  # the producer finished
     data_start: list[int]  # data began to flow (after handshake / stream slots)
     arrive: list[int]
-    occ_start: list[list[int]]  # per message, per hop: first packet starts on the link
-    occ_end: list[list[int]]  # per message, per hop: last packet leaves the link
+    occ_ptr: list[int]  # per message, where its hops begin in occ_start / occ_end
+    occ_start: list[int]  # per hop: the message's first packet starts on the link
+    occ_end: list[int]  # per hop: the message's last packet leaves the link
     events: int
     mem_peak: list[int] | None = None  # per plan core, bytes ([memory] model only)
     mem_log: list[tuple[int, list[tuple[int, int]]]] | None = None  # per core: (ps, +-bytes)
 
 
-def run(p: Prepared) -> RawRun:
+def run(p: Prepared, engine: str = "auto") -> RawRun:
+    """Run the event loop: compiled (``engine_jit``, numba) or pure Python, which give
+    the same run event for event. ``auto`` compiles when it can: numba is installed,
+    the wafer has no memory model (``[memory]`` runs in Python) and no time can
+    overflow 64 bits; ``compiled`` insists (a ``ConfigError`` says why it cannot)."""
+    if engine not in ENGINES:
+        raise ConfigError(f"engine must be one of {', '.join(ENGINES)}; got {engine!r}")
+    if engine != "python":
+        from waferflow.backend_sim import engine_jit
+
+        why = ""
+        if not engine_jit.AVAILABLE:
+            why = "numba is not installed (pip install numba)"
+        elif p.mem is not None:
+            why = "the wafer's memory model ([memory]) runs in the pure-Python engine only"
+        else:
+            flat = engine_jit.flatten(p)
+            if flat is not None and engine_jit.fits_int64(p, flat):
+                return _run_compiled(p, flat)
+            why = "event times could exceed 2**62 ps, past the compiled engine's int64"
+        if engine == "compiled":
+            raise ConfigError(f"the compiled engine cannot run this simulation: {why}")
+    return run_python(p)
+
+
+def _run_compiled(p: Prepared, flat: object) -> RawRun:
+    from waferflow.backend_sim import engine_jit
+
+    assert isinstance(flat, engine_jit.Flat)
+    ended, events, out = engine_jit.run_flat(p, flat)
+    end = out["end"].tolist()
+    if ended < len(end):
+        _deadlock(p, end, None)
+    return RawRun(
+        start=out["start"].tolist(),
+        end=end,
+        cause_kind=out["cause_kind"].tolist(),
+        cause_id=out["cause_id"].tolist(),
+        inject=out["inject"].tolist(),
+        data_start=out["data_start"].tolist(),
+        arrive=out["arrive"].tolist(),
+        occ_ptr=flat.hop_ptr.tolist(),
+        occ_start=out["occ_s"].tolist(),
+        occ_end=out["occ_e"].tolist(),
+        events=events,
+    )
+
+
+def _deadlock(p: Prepared, end: list[int], mem: MemoryRun | None) -> None:
+    n_act = len(end)
+    stuck = [a for a in range(n_act) if end[a] < 0]
+    why = ""
+    if mem is not None:
+        short = [x for x in (mem.stuck(ci) for ci in range(len(p.cores))) if x]
+        why = f"; memory: {'; '.join(short[:3])}" if short else ""
+    raise PlanError(
+        f"simulation stopped with {len(stuck)} actor(s) never run (e.g. {stuck[:5]}); "
+        f"the plan deadlocks{why}"
+    )
+
+
+def run_python(p: Prepared) -> RawRun:
+    """The event loop in pure Python (the reference the compiled loop follows)."""
     n_act = len(p.dur)
     n_msg = len(p.msg_src)
     n_core = len(p.order)
@@ -365,15 +432,10 @@ def run(p: Prepared) -> RawRun:
             request_in(m, t)
 
     if ended < n_act:
-        stuck = [a for a in range(n_act) if end[a] < 0][:5]
-        why = ""
-        if mem is not None:
-            short = [x for x in (mem.stuck(ci) for ci in range(len(p.cores))) if x]
-            why = f"; memory: {'; '.join(short[:3])}" if short else ""
-        raise PlanError(
-            f"simulation stopped with {n_act - ended} actor(s) never run (e.g. {stuck}); "
-            f"the plan deadlocks{why}"
-        )
+        _deadlock(p, end, mem)
+    occ_ptr = [0] * (n_msg + 1)
+    for m in range(n_msg):
+        occ_ptr[m + 1] = occ_ptr[m] + len(occ_start[m])
     return RawRun(
         start=start,
         end=end,
@@ -382,8 +444,9 @@ def run(p: Prepared) -> RawRun:
         inject=inject,
         data_start=data_start,
         arrive=arrive,
-        occ_start=occ_start,
-        occ_end=occ_end,
+        occ_ptr=occ_ptr,
+        occ_start=list(itertools.chain.from_iterable(occ_start)),
+        occ_end=list(itertools.chain.from_iterable(occ_end)),
         events=seq,
         mem_peak=mem.peak_bytes() if mem is not None else None,
         mem_log=mem.events() if mem is not None else None,

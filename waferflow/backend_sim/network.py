@@ -162,6 +162,7 @@ def prepare(plan: Plan, wafer: Wafer, config: SimConfig) -> Prepared:
     # a switched fabric's levels differ in bandwidth and latency: specs per link
     ragged = bool(wafer.fine_rows or wafer.fine_cols)
     tree = wafer.tree is not None
+    shared = not (ragged or tree)  # else links differ in spec: no per-shape sharing
     link_bw: list[float] = []
     link_lat: list[int] = []
 
@@ -203,6 +204,8 @@ def prepare(plan: Plan, wafer: Wafer, config: SimConfig) -> Prepared:
     msg_sf: list[tuple[int, ...]] = [()] * n_msgs
     msg_sl: list[tuple[int, ...]] = [()] * n_msgs
     msg_npk = [0] * n_msgs
+    explicit: dict[tuple[int, ...], tuple[tuple[int, ...], tuple[bool, ...]]] = {}
+    shapes: dict[tuple[int, tuple[bool, ...]], tuple[tuple[int, ...], ...]] = {}
     for m in plan.messages:
         s = actors[m.src_actor].core
         d = actors[m.dst_actor].core
@@ -210,8 +213,11 @@ def prepare(plan: Plan, wafer: Wafer, config: SimConfig) -> Prepared:
             msg_local[m.id] = True
             continue
         if m.route is not None:
-            _check_route(wafer, m.id, list(m.route))
-            links, kinds = links_of([wafer.physical_node(x) for x in m.route])
+            cached = explicit.get(m.route)
+            if cached is None:  # many messages share a route: check and number it once
+                _check_route(wafer, m.id, list(m.route))
+                cached = explicit[m.route] = links_of([wafer.physical_node(x) for x in m.route])
+            links, kinds = cached
         else:
             cached = route_cache.get((s, d))
             if cached is None:
@@ -219,6 +225,12 @@ def prepare(plan: Plan, wafer: Wafer, config: SimConfig) -> Prepared:
                 cached = links_of([wafer.node_id(x) for x in path])
                 route_cache[(s, d)] = cached
             links, kinds = cached
+        if shared:
+            shape = shapes.get((m.bytes, kinds))
+            if shape is not None:
+                msg_sf[m.id], msg_sl[m.id], msg_lat[m.id], msg_npk[m.id] = shape
+                msg_links[m.id] = links
+                continue
         n, full, last = packetize(m.bytes, flow.packet_bytes, flow.header_packets)
         h = len(links)
         if ragged or tree:
@@ -239,6 +251,8 @@ def prepare(plan: Plan, wafer: Wafer, config: SimConfig) -> Prepared:
             msg_lat[m.id] = (lat_on,) * h
         msg_links[m.id] = links
         msg_npk[m.id] = n
+        if shared:  # messages of one size over hops of the same kinds: one shape
+            shapes[(m.bytes, kinds)] = (msg_sf[m.id], msg_sl[m.id], msg_lat[m.id], n)
     lead = list(range(n_msgs))
     members: dict[int, list[int]] = {}
     first: dict[tuple[int, int], int] = {}

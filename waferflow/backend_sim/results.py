@@ -21,6 +21,50 @@ if TYPE_CHECKING:
     from waferflow.parallel.ranks import CoreRank
 
 
+Hops = tuple[int, ...]
+
+
+class Occupancy(Sequence[tuple[Hops, Hops, Hops]]):
+    """Per message: its link indices, and per hop when its first packet started on the
+    link and when its last packet left it. Kept as flat lists (all messages' hops in
+    one list, ``ptr[m]:ptr[m + 1]`` for message m); the tuples are built on access."""
+
+    __slots__ = ("_end", "_links", "_ptr", "_start")
+
+    def __init__(
+        self, links: Sequence[Hops], ptr: Sequence[int], start: list[int], end: list[int]
+    ) -> None:
+        self._links, self._ptr, self._start, self._end = links, ptr, start, end
+
+    def __len__(self) -> int:
+        return len(self._links)
+
+    def __getitem__(self, m):  # type: ignore[no-untyped-def, override]
+        if isinstance(m, slice):
+            return tuple(self[i] for i in range(*m.indices(len(self))))
+        if m < 0:
+            m += len(self)
+        a, b = self._ptr[m], self._ptr[m + 1]
+        return self._links[m], tuple(self._start[a:b]), tuple(self._end[a:b])
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        ptr, start, end = self._ptr, self._start, self._end
+        for m, links in enumerate(self._links):
+            a, b = ptr[m], ptr[m + 1]
+            yield links, tuple(start[a:b]), tuple(end[a:b])
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence):
+            return NotImplemented
+        return len(self) == len(other) and all(x == y for x, y in zip(self, other, strict=True))
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return f"Occupancy({len(self)} messages)"
+
+
 @dataclass(frozen=True, slots=True)
 class LinkStat:
     """One directed link that carried traffic."""
@@ -86,10 +130,9 @@ class SimResult:
     flop_utilisation: float
     events: int  # events the engine processed
     packet_hops: int  # packets x hops moved
-    # per message: (link indices, first-packet start, last-packet end) per hop, for traces
-    link_occupancy: tuple[tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]], ...] = field(
-        repr=False, default=()
-    )
+    # per message: (link indices, first-packet start, last-packet end) per hop, for
+    # traces (an ``Occupancy``: a sequence of those tuples, built on access)
+    link_occupancy: Sequence[tuple[Hops, Hops, Hops]] = field(repr=False, default=())
     # with the wafer's memory model ([memory]): per core id, its allocations and frees
     # as (ps, +-bytes), in the order they happened (empty without one)
     memory_log: tuple[tuple[int, tuple[tuple[int, int], ...]], ...] = field(repr=False, default=())
@@ -252,4 +295,4 @@ def _fmt_bytes(n: int | float) -> str:
     return f"{n:.0f} B"
 
 
-__all__ = ["CoreStat", "LinkStat", "PathStep", "SimResult"]
+__all__ = ["CoreStat", "LinkStat", "Occupancy", "PathStep", "SimResult"]

@@ -6,13 +6,12 @@ from waferflow.backend_sim.analysis import (
     core_breakdown,
     critical_path,
     peak_memory,
-    uncontended_transit,
 )
 from waferflow.backend_sim.config import SimConfig
-from waferflow.backend_sim.costs import ideal_compute_ps
+from waferflow.backend_sim.costs import ideal_compute_ps, transit_ps
 from waferflow.backend_sim.engine import RawRun, run
 from waferflow.backend_sim.network import Prepared, prepare
-from waferflow.backend_sim.results import CoreStat, SimResult
+from waferflow.backend_sim.results import CoreStat, Occupancy, SimResult
 from waferflow.ir.plan import Plan
 from waferflow.ir.target.wafer import Wafer
 
@@ -24,34 +23,43 @@ def simulate(plan: Plan, wafer: Wafer, config: SimConfig | None = None) -> SimRe
     not fit the wafer (dead cores, bad routes, no path)."""
     cfg = config or SimConfig()
     p = prepare(plan, wafer, cfg)
-    raw = run(p)
+    raw = run(p, cfg.engine)
     return _assemble(plan, wafer, p, raw)
 
 
-def _link_loads(plan: Plan, p: Prepared) -> tuple[list[int], list[int]]:
-    """Payload bytes and busy time (headers included) of every used link."""
+def _network(p: Prepared, raw: RawRun, n_msg: int) -> tuple[tuple[int, ...], list[int], list[int]]:
+    """Per message its queueing (arrival past the data start and the closed-form
+    transit); per used link its payload bytes and busy time (headers included). Messages
+    of the same shape (latencies, serialisations, packets) share one closed form."""
     nbytes = [0] * p.n_links
     busy = [0] * p.n_links
-    for m in plan.messages:
-        links = p.msg_links[m.id]
+    queue = [0] * n_msg
+    transit: dict[tuple, int] = {}
+    msg_links, lat, sf, sl, npk = p.msg_links, p.msg_lat, p.msg_ser_full, p.msg_ser_last, p.msg_npk
+    arrive, data_start, msg_bytes = raw.arrive, raw.data_start, p.msg_bytes
+    for m in range(n_msg):
+        links = msg_links[m]
         if not links:
             continue
-        b = m.bytes
-        n1 = p.msg_npk[m.id] - 1
-        for li, f, g in zip(links, p.msg_ser_full[m.id], p.msg_ser_last[m.id], strict=True):
+        f_m, g_m, n = sf[m], sl[m], npk[m]
+        key = (lat[m], f_m, g_m, n)
+        t = transit.get(key)
+        if t is None:
+            t = transit[key] = transit_ps(lat[m], f_m, g_m, n)
+        queue[m] = arrive[m] - data_start[m] - t
+        b = msg_bytes[m]
+        n1 = n - 1
+        for li, f, g in zip(links, f_m, g_m, strict=True):
             nbytes[li] += b
             busy[li] += n1 * f + g
-    return nbytes, busy
+    return tuple(queue), nbytes, busy
 
 
 def _assemble(plan: Plan, wafer: Wafer, p: Prepared, raw: RawRun) -> SimResult:
     step = max(raw.end, default=0)  # the host's sink included: it has received everything
     n_msg = len(plan.messages)
     n_act = len(plan.actors)
-    queue = tuple(
-        0 if p.msg_local[m] else raw.arrive[m] - raw.data_start[m] - uncontended_transit(p, m)
-        for m in range(n_msg)
-    )
+    queue, link_bytes, link_busy = _network(p, raw, n_msg)
     peaks = raw.mem_peak
     if peaks is None:
         peaks = peak_memory(plan, p, raw.start, raw.end, raw.data_start, raw.arrive)
@@ -70,7 +78,6 @@ def _assemble(plan: Plan, wafer: Wafer, p: Prepared, raw: RawRun) -> SimResult:
         )
         for ci, c in enumerate(p.cores)
     )
-    link_bytes, link_busy = _link_loads(plan, p)
     ideal = sum(ideal_compute_ps(a, wafer) for a in plan.actors)
     n_used = sum(1 for c in p.cores if not wafer.is_switch_node(c))  # switches run no compute
     util = ideal / (step * n_used) if step and n_used else 0.0
@@ -99,9 +106,7 @@ def _assemble(plan: Plan, wafer: Wafer, p: Prepared, raw: RawRun) -> SimResult:
         events=raw.events,
         packet_hops=p.packet_hops(),
         memory_log=tuple((c, tuple(ev)) for c, ev in raw.mem_log or ()),
-        link_occupancy=tuple(
-            (p.msg_links[m], tuple(raw.occ_start[m]), tuple(raw.occ_end[m])) for m in range(n_msg)
-        ),
+        link_occupancy=Occupancy(p.msg_links[:n_msg], raw.occ_ptr, raw.occ_start, raw.occ_end),
     )
 
 
