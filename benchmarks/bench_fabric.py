@@ -41,12 +41,12 @@ PAPER = {  # end-to-end speed-up of FRED over the baseline 2D mesh, as reported
 MODELS = (("Transformer-17B", "hf:t17b-4l"), ("GPT-3", "hf:gpt3-4l"))
 PLANS = ("dp=4,tp=4,pp=4,microbatches=4", "dp=16,tp=4,pp=1,microbatches=1")
 BATCH, SEQ = 16, 2048
-WHY = """Why ours differ from the paper's: the fabric can only speed up the time NPUs wait on
-the network ("comm wait"); with these assumed NPUs (250 TFLOP/s, 4 TB/s of I/O each)
-and four layers per model, most of a step is compute on either wafer. The paper's
-NPUs, link figures and full-depth models (pipeline bubbles, embedding, the
-Transformer-1T's size) are not ours, and its speed-ups include effects we do not
-model (I/O hot spots at the wafer's edge, non-aligned groups on the mesh)."""
+WHY = """Why ours differ from the paper's: the fabric only shortens transfers. With these
+assumed NPUs (250 TFLOP/s, 4 TB/s of I/O each) the collectives are a small part of a
+step on either wafer; most of the NPUs' waiting ("comm wait") is the 1F1B pipeline's
+stages waiting on each other (bubbles), which no fabric removes. The paper's NPUs,
+link figures and full-depth models are not ours, and its speed-ups include effects we
+do not model (I/O hot spots at the wafer's edge, non-aligned groups on the mesh)."""
 
 
 def trace_model(spec: str) -> Graph:
