@@ -50,3 +50,9 @@ class PassError(WaferflowError):
 
 class PlanError(WaferflowError):
     """A parallel plan that is invalid or does not fit the wafer."""
+
+
+class SolverHangError(WaferflowError):
+    """A CP-SAT call stopped by its hang guard (far more CPU time than its deterministic
+    limit needs). Not a ``PlanError``: a pass that falls back on a ``PlanError`` must
+    not hide it, since the plan it would return instead differs between runs."""

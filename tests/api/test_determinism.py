@@ -4,16 +4,12 @@ loop stops on deterministic work, never on the clock (waferflow/mapper/lns.py)."
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
+from tests.busy import busy_cores
 from waferflow.cli import main
 
 MLP = """
@@ -42,22 +38,9 @@ WALL = [  # the wall-clock figures of a report, and the paths written
 ]
 
 
-@contextmanager
-def busy_cores() -> Iterator[None]:
-    """Both cores of the machine kept busy by other processes."""
-    spin = [sys.executable, "-c", "while True: pass"]
-    procs = [subprocess.Popen(spin) for _ in range(max(2, os.cpu_count() or 2))]
-    try:
-        yield
-    finally:
-        for p in procs:
-            p.kill()
-            p.wait()
-
-
 def _compile(argv: list[str], out: Path, capsys: pytest.CaptureFixture[str]) -> str:
     report = out.with_suffix(".md")
-    code = main(["compile", *argv, "--wafer", "mesh16x16", "--place-time", "1",
+    code = main(["compile", *argv, "--wafer", "mesh16x16", "--place-time", "0.5",
                  "-o", str(out), "--report", str(report), "-q"])  # fmt: skip
     text = capsys.readouterr().out
     assert code == 0, text

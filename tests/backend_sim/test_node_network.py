@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from waferflow.backend_sim import simulate
-from waferflow.backend_sim.costs import PS_PER_S, node_network_ps, roofline_ps
+from waferflow.backend_sim.costs import PS_PER_S, duration_ps, node_network_ps, roofline_ps
 from waferflow.ir.opkind import OpKind
 from waferflow.ir.plan import Actor, Plan
 from waferflow.ir.target import get_wafer
 
-FINE = get_wafer("mesh16x16")
+FINE = replace(get_wafer("mesh16x16"), core=None)  # the roofline (the core model: below)
 COARSE = FINE.coarsen(4)  # 4x4 nodes of 4x4 cores; links 4x the fine bandwidth
 
 
@@ -35,3 +37,20 @@ def test_the_roofline_takes_the_slowest_of_compute_sram_and_node_network() -> No
     assert roofline_ps(heavy, COARSE) > node_network_ps(heavy, COARSE)
     plan = Plan.build("one", COARSE.name, [light], [])
     assert simulate(plan, COARSE).step_time_ps == roofline_ps(light, COARSE)
+
+
+def test_the_core_model_puts_the_node_network_under_each_matmul_pass() -> None:
+    from waferflow.backend_sim.costs import core_ps
+    from waferflow.ir.plan import OpWork
+
+    coarse = get_wafer("mesh16x16").coarsen(4)
+    nbytes = 3 * 10**6
+    mm = OpWork(OpKind.MATMUL, 2, (nbytes,), (4,))
+    a = Actor(0, "a", 0, work=(mm,), op_kind=OpKind.MATMUL)
+    # the pass is tiny (2 FLOPs, the operands read once) and waits for its operands, in
+    # whole cycles: ceil(bytes * (K - 1) / (2 K B) * clock)
+    floor_ps = node_network_ps(_actor(OpKind.MATMUL, nbytes), coarse)
+    cycles = -(-floor_ps * int(coarse.clock_hz) // PS_PER_S)
+    assert core_ps(a, coarse) == duration_ps(cycles, coarse.clock_hz) >= floor_ps
+    add = Actor(0, "a", 0, work=(OpWork(OpKind.ADD, 2, (nbytes,), (4,)),), op_kind=OpKind.ADD)
+    assert core_ps(add, coarse) < core_ps(a, coarse)  # elementwise ops never move

@@ -35,12 +35,12 @@ def make(batch=8):
 """
 
 
-def _command(tmp_path: Path, *extra: str) -> list[str]:
+def _command(tmp_path: Path, *extra: str, wafer: str = "mesh16x16") -> list[str]:
     model = tmp_path / "mlp.py"
     model.write_text(MODEL, encoding="utf-8")
     return [
         sys.executable, "-m", "waferflow.cli", "compile", f"{model}:make", "--mode", "train",
-        "--wafer", "mesh16x16", "--plan", "dp=2,tp=2,pp=4,microbatches=2", *extra,
+        "--wafer", wafer, "--plan", "dp=2,tp=2,pp=4,microbatches=2", *extra,
     ]  # fmt: skip
 
 
@@ -90,8 +90,10 @@ def test_sigkill_while_writing_leaves_the_old_file(tmp_path: Path) -> None:
     out = tmp_path / "plan.json"
     old = '{"old": "complete"}\n'
     out.write_text(old, encoding="utf-8")
+    # a small wafer: only the writing matters here
+    png = str(tmp_path / "p.png")
     cmd = _command(
-        tmp_path, "--place-time", "0.2", "-o", str(out), "--png", str(tmp_path / "p.png"), "-q"
+        tmp_path, "--place-time", "0.1", "-o", str(out), "--png", png, "-q", wafer="mesh4x4"
     )
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=tmp_path)
     deadline = time.monotonic() + HANG_GUARD

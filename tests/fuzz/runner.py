@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     for fmt in FORMATS:
         rows = sorted((what, n) for (name, what), n in counts.items() if name == fmt.name)
         print(f"  {fmt.name}: " + ", ".join(f"{what} {n}" for what, n in rows))
-    outcomes: Counter[str] = Counter()
+    outcomes: Counter[str] = Counter({"crash": 0, "hang": 0})  # printed even when 0
     for (_, what), n in counts.items():
         outcomes[what.split(":")[0]] += n
     print("outcomes: " + ", ".join(f"{what} {n}" for what, n in sorted(outcomes.items())))

@@ -29,6 +29,7 @@ from waferflow.ir.target.catalog import PRESET_DIR
 from waferflow.ir.target.units import Kind, fmt_bytes, fmt_si, parse_quantity
 
 MESH4 = (PRESET_DIR / "mesh4x4.toml").read_text()
+MESH4_ROOFLINE = MESH4[: MESH4.index("[core]")]  # the test mesh without its core tables
 
 
 def parse(text: str) -> Wafer:
@@ -55,6 +56,7 @@ def test_presets_listed() -> None:
         "mesh4x4",
         "mesh64x64",
         "torus8x8",
+        "tpu-like",
         "wse2",
         "wse3",
     ]
@@ -114,6 +116,24 @@ def test_written_toml_golden() -> None:
         "[dies.link]\n"
         "bandwidth = 50000000000.0  # 50 GB/s\n"
         "latency = 5e-09  # 5 ns\n"
+        "\n"
+        "[core]\n"
+        "overlap = true\n"
+        "fixed_cycles = 0\n"
+        "read_ports = 1\n"
+        "write_ports = 1\n"
+        "port_bandwidth = 500000000000.0  # 500 GB/s\n"
+        'source = "round numbers, not a real machine: five 10 x 10 weight-stationary arrays '
+        '(the 1 TFLOP/s peak), 100 vector lanes, 1 + 1 ports of 500 B/cycle (the 1 TB/s SRAM)"\n'
+        "\n"
+        "[core.array]\n"
+        "rows = 10\n"
+        "cols = 10\n"
+        "count = 5\n"
+        'dataflow = "weight"\n'
+        "\n"
+        "[core.vector]\n"
+        "lanes = 100\n"
     )
 
 
@@ -321,7 +341,7 @@ def test_table_expected() -> None:
 def test_malformed_toml_reports_line_and_column() -> None:
     msg = error(MESH4.replace("rows = 4", "rows = = 4"))
     assert msg.startswith("w.toml: malformed TOML:")
-    assert "line 7" in msg and "column" in msg
+    assert f"line {MESH4[: MESH4.index('rows = 4')].count(chr(10)) + 1}" in msg and "column" in msg
 
 
 def test_missing_file_and_unknown_preset(tmp_path: Path) -> None:
@@ -417,7 +437,7 @@ def test_preset_files_cite_sources() -> None:
 
 
 SEEDLIKE = (
-    MESH4
+    MESH4_ROOFLINE
     + """
 [core]
 overlap = false
@@ -456,8 +476,8 @@ def test_core_memory_and_host_tables() -> None:
     described = w.describe()
     assert "reads + compute + writes + 2 cycle(s)" in described
     assert "blocks of 256 KiB" in described and "to every core" in described
-    # presets without the tables keep the roofline, exact memory and no host
-    plain = parse(MESH4)
+    # a wafer without the tables keeps the roofline, exact memory and no host
+    plain = parse(MESH4_ROOFLINE)
     assert plain.core is None and plain.memory is None and plain.host is None
 
 
@@ -475,3 +495,34 @@ def test_core_memory_and_host_tables() -> None:
 )
 def test_core_and_memory_errors_name_the_field(old: str, new: str, message: str) -> None:
     assert message in error(SEEDLIKE.replace(old, new))
+
+
+@pytest.mark.parametrize(
+    "name", ["wse2", "wse3", "dojo-d1", "amcoda", "mesh4x4", "mesh16x16", "mesh64x64", "torus8x8"]
+)
+def test_presets_describe_their_core_with_its_sources(name: str) -> None:
+    w = get_wafer(name)
+    assert w.core is not None and w.core.source
+    shown = w.describe()
+    assert "  core " in shown and f"core source   {w.core.source}" in shown
+    if w.core.array is not None:
+        assert "MAC array" in shown
+    if w.core.vector is not None:
+        assert "vector unit" in shown
+    # the compute units (or, on the seed machine, its rates) account for the wafer's peak
+    core = w.core
+    if core.array is not None:
+        for d, _ in w.peak_flops:
+            unit = core.array.peak_macs(d) or core.vector.peak_ops(d)  # type: ignore[union-attr]
+            assert 2 * unit * w.clock_hz == pytest.approx(w.peak(d))
+    elif core.vector is not None:
+        for d, _ in w.peak_flops:
+            assert 2 * core.vector.peak_ops(d) * w.clock_hz == pytest.approx(w.peak(d))
+    else:
+        assert 2 * w.clock_hz * 1024 == dict(core.rates)["matmul"]  # the seed ALU's 1024 MACs
+
+
+def test_core_source_must_be_a_string() -> None:
+    assert "core.source must be a string" in error(
+        MESH4.replace('source = "round numbers', "source = 3 #", 1)
+    )

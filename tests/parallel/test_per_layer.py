@@ -9,7 +9,7 @@ from waferflow.errors import PlanError
 from waferflow.ir.dtypes import DType, TensorType
 from waferflow.ir.graph import Attrs, Graph
 from waferflow.ir.opkind import OpKind
-from waferflow.ir.plan import OpWork
+from waferflow.ir.plan import Gemm, OpWork
 from waferflow.ir.sharding import PARTIAL as P
 from waferflow.ir.sharding import MeshAxis, Sharding, Split
 from waferflow.ir.target import get_wafer
@@ -152,14 +152,17 @@ def _conv_bwd(mask: tuple[bool, bool, bool]) -> Graph:
 
 def test_op_work_splits_a_convolution_backward_into_its_gradients() -> None:
     op = _conv_bwd((True, True, False)).ops[-1]
+    # dX = dY (128 pixels x 4 channels) x W (4 x 4*3*3) then col2im; dW = dY^T x im2col(X)
+    dx, dw = Gemm(m=128, n=36, k=4), Gemm(m=4, n=36, k=128)
     assert op_work(op, [10, 20, 3], [20, 3], 101) == (
-        OpWork(OpKind.CONV_BACKWARD, 51, (10, 3), (20,)),  # dX reads dY and W
-        OpWork(OpKind.CONV_BACKWARD, 50, (20, 10), (3,)),  # dW reads X and dY
+        OpWork(OpKind.CONV_BACKWARD, 51, (10, 3), (20,), (dx,)),  # dX reads dY and W
+        OpWork(OpKind.CONV_BACKWARD, 50, (20, 10), (3,), (dw,)),  # dW reads X and dY
     )
+    assert 2 * dx.macs == 2 * dw.macs == 2 * 2 * 4 * 8 * 8 * 4 * 9  # the forward's FLOPs
     bias = _conv_bwd((False, True, True)).ops[-1]
     assert op_work(bias, [10, 20, 3], [3, 1], 100) == (
-        OpWork(OpKind.CONV_BACKWARD, 100, (20, 10), (3,)),
-        OpWork(OpKind.CONV_BACKWARD, 0, (10,), (1,)),  # db reads dY
+        OpWork(OpKind.CONV_BACKWARD, 100, (20, 10), (3,), (dw,)),
+        OpWork(OpKind.CONV_BACKWARD, 0, (10,), (1,)),  # db reads dY: a reduction, no product
     )
 
 

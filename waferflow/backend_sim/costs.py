@@ -12,9 +12,10 @@ import math
 from collections.abc import Callable, Sequence
 from fractions import Fraction
 
+from waferflow.backend_sim.core_model import CoreContext, PassTime, pass_time, port_cycles
 from waferflow.errors import ConfigError
 from waferflow.ir.dtypes import DType
-from waferflow.ir.opkind import MATMUL_LIKE, group_of
+from waferflow.ir.opkind import MATMUL_LIKE
 from waferflow.ir.plan import Actor, OpWork
 from waferflow.ir.target.wafer import Wafer
 
@@ -78,55 +79,33 @@ def compute_ps(actor: Actor, wafer: Wafer) -> int:
     return core_ps(actor, wafer)
 
 
-def _per_cycle(rate: float, clock_hz: float, capacity: float) -> Fraction:
-    """A rate per second as an exact amount per clock cycle."""
-    return Fraction(rate) * Fraction(capacity) / Fraction(clock_hz)
+def core_context(wafer: Wafer) -> CoreContext:
+    """What the core model needs of ``wafer`` besides the pass (it has a ``[core]``)."""
+    assert wafer.core is not None
+    return CoreContext(
+        wafer.core, wafer.clock_hz, wafer.peak_flops, wafer.coarsen_factor, wafer.link.bandwidth
+    )
 
 
-def _ceil_div(amount: int, per_cycle: Fraction) -> int:
-    return -(-amount * per_cycle.denominator // per_cycle.numerator) if amount > 0 else 0
-
-
-def port_cycles(sizes: Sequence[int], ports: int, per_cycle: Fraction) -> int:
-    """Cycles to stream ``sizes`` bytes through ``ports`` ports of ``per_cycle`` bytes
-    each: each transfer takes whole cycles on one port; the largest go first, each to
-    the least loaded port. With no more transfers than ports: the largest one."""
-    loads = [0] * ports
-    for c in sorted((_ceil_div(b, per_cycle) for b in sizes), reverse=True):
-        i = loads.index(min(loads))
-        loads[i] += c
-    return max(loads, default=0)
-
-
-def pass_cycles(w: OpWork, wafer: Wafer, capacity: float = 1.0, dtype: DType = DType.F32) -> int:
-    """Clock cycles of one datapath pass on the wafer's core model (``CoreModel``):
-    read R, compute C, write W in whole cycles; ``R + C + W`` without overlap, else
-    ``max(R, C, W)``; plus the fixed cycles."""
-    core = wafer.core
-    assert core is not None
-    port = _per_cycle(core.port_bandwidth, wafer.clock_hz, capacity)
-    r = port_cycles(w.reads, core.read_ports, port)
-    wr = port_cycles(w.writes, core.write_ports, port)
-    rate = dict(core.rates).get(group_of(w.kind))
-    if rate is None:
-        rate = wafer.peak(dtype)  # the group has no rate of its own: the core's peak
-    c = 0 if math.isinf(rate) else _ceil_div(w.flops, _per_cycle(rate, wafer.clock_hz, capacity))
-    busy = max(r, c, wr) if core.overlap else r + c + wr
-    return busy + core.fixed_cycles
-
-
-def core_ps(actor: Actor, wafer: Wafer) -> int:
-    """An actor on the wafer's core model: the sum of its passes' cycles (``actor.work``;
-    an actor without passes is one pass reading ``bytes_read`` and writing
-    ``bytes_written``; one with no work at all takes no time), in picoseconds. A partly
-    dead node of a coarse view has that fraction of the ports and rates."""
+def actor_passes(actor: Actor, wafer: Wafer) -> list[PassTime]:
+    """The passes of ``actor`` on the wafer's core model (``core_model.pass_time``):
+    ``actor.work``, or one pass over its totals when it has none; none when it has no
+    work at all (e.g. the start of a collective). A partly dead node of a coarse view
+    has that fraction of the ports and units."""
     if not actor.work and not (actor.flops or actor.bytes_read or actor.bytes_written):
-        return 0  # nothing to do (e.g. the start of a collective): no datapath pass
+        return []
+    ctx = core_context(wafer)
     capacity = wafer.capacity(divmod(actor.core, wafer.cols))
     work = actor.work or (
         OpWork(actor.op_kind, actor.flops, (actor.bytes_read,), (actor.bytes_written,)),
     )
-    cycles = sum(pass_cycles(w, wafer, capacity, actor.dtype) for w in work)
+    return [pass_time(ctx, w, actor.dtype, capacity) for w in work]
+
+
+def core_ps(actor: Actor, wafer: Wafer) -> int:
+    """An actor on the wafer's core model: the sum of its passes' cycles
+    (``actor_passes``), in picoseconds."""
+    cycles = sum(p.cycles for p in actor_passes(actor, wafer))
     return duration_ps(cycles, wafer.clock_hz)
 
 
@@ -209,13 +188,14 @@ __all__ = [
     "DEFAULT_PACKET_BYTES",
     "PS_PER_S",
     "ComputeModel",
+    "actor_passes",
     "compute_ps",
+    "core_context",
     "core_ps",
     "duration_ps",
     "ideal_compute_ps",
     "node_network_ps",
     "packetize",
-    "pass_cycles",
     "peak_flops",
     "port_cycles",
     "ps_to_seconds",

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from waferflow.backend_sim.analysis import PathStep, Wait, core_waits
 from waferflow.backend_sim.costs import ps_to_seconds
+from waferflow.backend_sim.utilisation import ClassStat, class_lines
 from waferflow.ir.plan import Plan
 from waferflow.ir.target.wafer import Coord, Wafer
 
@@ -136,6 +137,10 @@ class SimResult:
     # with the wafer's memory model ([memory]): per core id, its allocations and frees
     # as (ps, +-bytes), in the order they happened (empty without one)
     memory_log: tuple[tuple[int, tuple[tuple[int, int], ...]], ...] = field(repr=False, default=())
+    # per op class (matmul, conv, elementwise, ...): busy time, utilisation of the unit
+    # that ran it and what bound it (``utilisation.op_classes``; empty when a custom
+    # compute model timed the actors)
+    op_classes: tuple[ClassStat, ...] = field(repr=False, default=())
 
     # -- headline numbers ----------------------------------------------------------------
     @property
@@ -231,6 +236,7 @@ class SimResult:
                 f"  {'core time':<22}compute {100 * comp:.1f} %, comm wait {100 * comm:.1f} %, "
                 f"idle {100 * idle:.1f} %"
             )
+        lines.extend(class_lines(self.op_classes))
         remote = [m for m, h in zip(plan.messages, self.msg_hops, strict=True) if h]
         lines.append(
             f"  {'network':<22}{len(remote)} messages, {_fmt_bytes(sum(m.bytes for m in remote))} "

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from waferflow.backend_sim.analysis import (
     core_breakdown,
     critical_path,
     peak_memory,
 )
 from waferflow.backend_sim.config import SimConfig
-from waferflow.backend_sim.costs import ideal_compute_ps, transit_ps
+from waferflow.backend_sim.costs import compute_ps, ideal_compute_ps, transit_ps
 from waferflow.backend_sim.engine import RawRun, run
 from waferflow.backend_sim.network import Prepared, prepare
 from waferflow.backend_sim.results import CoreStat, Occupancy, SimResult
+from waferflow.backend_sim.utilisation import op_classes
 from waferflow.ir.plan import Plan
 from waferflow.ir.target.wafer import Wafer
 
@@ -24,7 +27,10 @@ def simulate(plan: Plan, wafer: Wafer, config: SimConfig | None = None) -> SimRe
     cfg = config or SimConfig()
     p = prepare(plan, wafer, cfg)
     raw = run(p, cfg.engine)
-    return _assemble(plan, wafer, p, raw)
+    result = _assemble(plan, wafer, p, raw)
+    if cfg.compute is compute_ps:  # the class table explains the default model only
+        result = replace(result, op_classes=op_classes(plan, wafer))
+    return result
 
 
 def _network(p: Prepared, raw: RawRun, n_msg: int) -> tuple[tuple[int, ...], list[int], list[int]]:

@@ -33,6 +33,7 @@ from waferflow.ir.dtypes import DType
 from waferflow.ir.graph import Phase
 from waferflow.ir.opkind import OpKind
 from waferflow.ir.plan_parts import (
+    Gemm,
     HostTransfer,
     OpWork,
     host_doc,
@@ -521,6 +522,7 @@ __all__ = [
     "PLAN_FORMAT",
     "PLAN_VERSION",
     "Actor",
+    "Gemm",
     "HostTransfer",
     "Message",
     "OpWork",

@@ -16,15 +16,36 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True, slots=True)
+class Gemm:
+    """A matrix product inside a pass: ``batch`` independent products of an ``m x k``
+    and a ``k x n`` matrix (``batch * m * n * k`` multiply-accumulates). A convolution
+    is one as its im2col form: m = output pixels (images x height x width), n = output
+    channels per group, k = input channels per group x kernel height x width, batch =
+    groups (``ir.work``)."""
+
+    m: int
+    n: int
+    k: int
+    batch: int = 1
+
+    @property
+    def macs(self) -> int:
+        return self.batch * self.m * self.n * self.k
+
+
+@dataclass(frozen=True, slots=True)
 class OpWork:
     """One pass of a core's datapath inside an actor, what a core model times (the
     wafer's ``[core]``; the roofline uses the actor's totals instead): the op's kind,
-    its FLOPs, and the bytes of each operand it reads and each result it writes."""
+    its FLOPs, the bytes of each operand it reads and each result it writes, and for a
+    matmul or convolution the matrix products it computes (``gemms``; empty when the
+    shape is not known, e.g. a plan written before they were recorded)."""
 
     kind: OpKind
     flops: int
     reads: tuple[int, ...]
     writes: tuple[int, ...]
+    gemms: tuple[Gemm, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +75,13 @@ def verify_uses(plan: Plan) -> None:
             sizes = (w.flops, *w.reads, *w.writes)
             if any(not isinstance(x, int) or isinstance(x, bool) or x < 0 for x in sizes):
                 raise VerificationError(f"{where}: flops and byte counts must be ints >= 0")
+            for g in w.gemms:
+                dims = (g.m, g.n, g.k, g.batch) if isinstance(g, Gemm) else ()
+                if not dims or any(not isinstance(x, int) or isinstance(x, bool) or x < 1
+                                   for x in dims):  # fmt: skip
+                    raise VerificationError(
+                        f"{where}: a gemm is Gemm(m, n, k, batch) with ints >= 1, got {g!r}"
+                    )
     pos = {aid: k for _, ids in plan.order for k, aid in enumerate(ids)}
 
     def check_last(where: str, reader: int, last: int) -> None:
@@ -89,7 +117,12 @@ def verify_uses(plan: Plan) -> None:
 
 
 def work_doc(w: OpWork) -> list[Any]:
-    return [w.kind.value, w.flops, list(w.reads), list(w.writes)]
+    """``[kind, flops, [reads], [writes]]``, then ``[[m, n, k, batch], ...]`` when the
+    pass has matrix products."""
+    doc: list[Any] = [w.kind.value, w.flops, list(w.reads), list(w.writes)]
+    if w.gemms:
+        doc.append([[g.m, g.n, g.k, g.batch] for g in w.gemms])
+    return doc
 
 
 def host_doc(h: HostTransfer) -> dict[str, Any]:
@@ -103,19 +136,29 @@ def host_doc(h: HostTransfer) -> dict[str, Any]:
 
 
 def work_from(w: Any, where: str, err: ErrorFactory) -> OpWork:
-    """An ``OpWork`` from its JSON ``[op kind, flops, [reads], [writes]]``."""
+    """An ``OpWork`` from its JSON ``[op kind, flops, [reads], [writes]]`` and, when it
+    has matrix products, ``[[m, n, k, batch], ...]``."""
     from waferflow.ir.plan import json_enum  # the plan's JSON readers
 
-    want(w, where, lambda v: isinstance(v, list) and len(v) == 4, "[op kind, flops, [reads], [writes]]", error=err)  # fmt: skip
+    want(w, where, lambda v: isinstance(v, list) and len(v) in (4, 5), "[op kind, flops, [reads], [writes]] and optionally [[m, n, k, batch], ...]", error=err)  # fmt: skip
     sizes = []
     for k, label in ((2, "reads"), (3, "writes")):
         raw = want(w[k], f"{where}[{k}]", list, f"an array of byte counts ({label})", error=err)
         sizes.append(tuple(want_int(x, f"{where}[{k}][{j}]", error=err) for j, x in enumerate(raw)))
+    gemms: list[Gemm] = []
+    if len(w) == 5:
+        raw = want(w[4], f"{where}[4]", list, "an array of [m, n, k, batch]", error=err)
+        for j, g in enumerate(raw):
+            at = f"{where}[4][{j}]"
+            want(g, at, lambda v: isinstance(v, list) and len(v) == 4, "[m, n, k, batch]", error=err)  # fmt: skip
+            dims = [want_int(x, f"{at}[{i}]", 1, error=err) for i, x in enumerate(g)]
+            gemms.append(Gemm(*dims))
     return OpWork(
         json_enum(OpKind, w[0], f"{where}[0]", err),
         want_int(w[1], f"{where}[1]", error=err),
         sizes[0],
         sizes[1],
+        tuple(gemms),
     )
 
 
@@ -135,6 +178,7 @@ def host_from(d: Any, where: str, err: ErrorFactory) -> HostTransfer:
 
 
 __all__ = [
+    "Gemm",
     "HostTransfer",
     "OpWork",
     "host_doc",

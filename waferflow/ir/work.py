@@ -11,14 +11,18 @@ differ from that, because of what their kernels actually touch:
 * ``avg_pool_backward`` reads only the output gradient: its second operand, the
   forward input, gives the shape and is never read (nor does a ``fill`` read its
   operand: ``ir.parallel.reads_value``).
+
+A matmul-like pass also carries the matrix products it computes (``OpWork.gemms``,
+``ir.gemm``), from the shapes the rank holds.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from waferflow.ir.gemm import Shape, conv_backward_gemm, matmul_gemms
 from waferflow.ir.graph import Op
-from waferflow.ir.opkind import OpKind
+from waferflow.ir.opkind import MATMUL_LIKE, OpKind
 from waferflow.ir.parallel import reads_value
 from waferflow.ir.plan import OpWork
 
@@ -28,9 +32,18 @@ K = OpKind
 _CONV_BWD_READS = ((0, 2), (1, 0), (0,))  # grad_input, grad_weight, grad_bias
 
 
-def op_work(op: Op, reads: Sequence[int], writes: Sequence[int], flops: int) -> tuple[OpWork, ...]:
+def op_work(
+    op: Op,
+    reads: Sequence[int],
+    writes: Sequence[int],
+    flops: int,
+    shapes: tuple[Sequence[Shape], Sequence[Shape]] | None = None,
+) -> tuple[OpWork, ...]:
     """The passes of ``op`` on one rank: ``reads[i]`` / ``writes[j]`` are the bytes of
-    its operand ``i`` / result ``j`` there, ``flops`` its FLOPs there."""
+    its operand ``i`` / result ``j`` there, ``flops`` its FLOPs there, ``shapes`` the
+    (operand, result) shapes there (default: the op's own types)."""
+    if shapes is None and op.kind in MATMUL_LIKE:
+        shapes = ([v.type.shape for v in op.operands], [r.type.shape for r in op.results])
     if op.kind is K.CONV_BACKWARD:
         mask = op.attrs.get("output_mask", (True, True, True))
         computed = [i for i, on in enumerate(mask) if on]  # type: ignore[arg-type]
@@ -43,12 +56,14 @@ def op_work(op: Op, reads: Sequence[int], writes: Sequence[int], flops: int) -> 
                     k = main.index(i)
                     share = flops // len(main) + (1 if k < flops % len(main) else 0)
                 picked = tuple(reads[k] for k in _CONV_BWD_READS[i])
-                out.append(OpWork(op.kind, share, picked, (writes[j],)))
+                gemms = conv_backward_gemm(op, shapes[0], i) if shapes else ()
+                out.append(OpWork(op.kind, share, picked, (writes[j],), gemms))
             return tuple(out)
     if op.kind is K.AVG_POOL_BACKWARD and reads:
         return (OpWork(op.kind, flops, (reads[0],), tuple(writes)),)
     read = tuple(b for i, b in enumerate(reads) if reads_value(op, i))  # a FILL: the shape
-    return (OpWork(op.kind, flops, read, tuple(writes)),)
+    gemms = matmul_gemms(op, *shapes) if shapes and op.kind in MATMUL_LIKE else ()
+    return (OpWork(op.kind, flops, read, tuple(writes), gemms),)
 
 
 __all__ = ["op_work"]

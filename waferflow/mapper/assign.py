@@ -56,7 +56,6 @@ def solve_assignment(problem: AssignProblem, options: SolveOptions | None = None
     """Assign actors to cores; deterministic for fixed inputs, seed and limits."""
     opts = options if options is not None else SolveOptions()
     t0 = time.perf_counter()
-    wall_hits: list[bool] = []  # a solve stopped by its hang guard (never expected)
     start, source = _start(problem)
     polished = swap_descent(problem, start)
     techniques = [f"start:{source}"]
@@ -76,8 +75,6 @@ def solve_assignment(problem: AssignProblem, options: SolveOptions | None = None
         export(am.model, opts.export_model)
         run = run_cpsat(am.model, opts, opts.budget)
         used += run.deterministic_time
-        if run.hit_wall_cap:
-            wall_hits.append(True)
         techniques += ["cp-sat:direct", *am.techniques]
         if run.status == "INFEASIBLE":
             raise PlanError(
@@ -98,15 +95,11 @@ def solve_assignment(problem: AssignProblem, options: SolveOptions | None = None
                 build_assign_model(problem, list(range(problem.n_actors)), cand, start).model,
                 opts.export_model,
             )
-        best, used, rounds, better = improve_assignment(
-            problem, start, opts.budget, opts, bound, lambda: wall_hits.append(True)
-        )
+        best, used, rounds, better = improve_assignment(problem, start, opts.budget, opts, bound)
         techniques.append(f"lns:assignment(rounds={rounds},improved={better})")
     bad = assignment_violations(problem, best)
     if bad:
         raise RuntimeError(f"internal error: invalid assignment: {bad[:3]}")
-    if wall_hits:
-        techniques.append("wall-limit-hit(non-deterministic)")
     cost, report = assignment_report(problem, best, bound, opts, t0, used, techniques)
     return Assignment(best, cost, report)
 

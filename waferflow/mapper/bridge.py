@@ -308,14 +308,9 @@ def refine_ranks(
             best = direct.core_of_actor
         budget -= direct.report.deterministic_time
     if budget > 0.05 and assignment_cost(problem, best) > bound * (1 + options.gap_limit):
-        wall_hits: list[bool] = []
-        best, dt, rounds, better = improve_assignment(
-            problem, best, budget, options, bound, lambda: wall_hits.append(True)
-        )
+        best, dt, rounds, better = improve_assignment(problem, best, budget, options, bound)
         used += dt
         techniques.append(f"lns:assignment(rounds={rounds},improved={better})")
-        if wall_hits:
-            techniques.append("wall-limit-hit(non-deterministic)")
     _, report = assignment_report(problem, best, bound, options, t0, used, techniques)
     return best, report
 

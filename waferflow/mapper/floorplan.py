@@ -98,7 +98,6 @@ class _Search:
         ] = []  # (slowest time, objective, rects)
         self.used = 0.0
         self.techniques: list[str] = []
-        self.wall_hit = False
         self.exported = False
 
     def offer(self, rects: tuple[Rect, ...] | None, source: str) -> bool:
@@ -112,9 +111,6 @@ class _Search:
             self.rects, self.objective, self.source = rects, cost.objective, source
             return True
         return False
-
-    def hit_wall(self) -> None:
-        self.wall_hit = True
 
     def left(self) -> float:
         return self.opts.budget - self.used
@@ -131,7 +127,6 @@ class _Search:
             linearization=linearization,
         )
         self.used += r.deterministic_time
-        self.wall_hit |= r.hit_wall_cap
         return r
 
     def hint_for(self, t_lo: float, t_hi: float) -> tuple[Rect, ...] | None:
@@ -331,7 +326,7 @@ def solve_floorplan(
             bound = max(bound, _full_model(s, s.left() / 2))
         if s.rects is not None and s.left() > 0.05 and bound < s.objective * (1 - opts.gap_limit):
             rects, dt, rounds, better, lns_bound = improve_floorplan(
-                problem, s.rects, s.left(), opts, s.hit_wall
+                problem, s.rects, s.left(), opts
             )
             s.used += dt
             s.offer(rects, s.source + "+lns")
@@ -353,8 +348,6 @@ def solve_floorplan(
     bound = max(bound, floorplan_lower_bound(problem, cost.objective, t_min=t_lower))
     bound = min(bound, cost.objective)  # integer rounding can leave it a hair above
     gap = relative_gap(cost.objective, bound)
-    if s.wall_hit:
-        s.techniques.append("wall-limit-hit(non-deterministic)")
     if opts.num_workers > 1:
         s.techniques.append(f"parallel:{opts.num_workers}-workers(non-deterministic)")
     s.techniques.append(f"result:{s.source}")

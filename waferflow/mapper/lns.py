@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable
 
 from waferflow.mapper.assign_model import build_assign_model
 from waferflow.mapper.cost import assignment_cost, evaluate_floorplan
@@ -39,7 +38,6 @@ def improve_floorplan(
     rects: tuple[Rect, ...],
     budget: float,
     options: SolveOptions,
-    on_wall_hit: Callable[[], None] | None = None,
 ) -> tuple[tuple[Rect, ...], float, int, int, float]:
     """LNS over the rectangles model. Neighbourhoods, in turn: the slowest group and its
     nearest groups; a random group and its nearest; a run of consecutive groups (pipeline
@@ -69,8 +67,6 @@ def improve_floorplan(
         rm = build_rect_model(problem, scale, cur, fixed=fixed, symmetry=False)
         limit = min(per_round, budget - used)
         run = run_cpsat(rm.model, options, limit, seed_offset=1000 + rounds)
-        if run.hit_wall_cap and on_wall_hit is not None:
-            on_wall_hit()
         used += run.deterministic_time
         rounds += 1
         improved = False
@@ -98,13 +94,11 @@ def improve_assignment(
     budget: float,
     options: SolveOptions,
     lower_bound: float,
-    on_wall_hit: Callable[[], None] | None = None,
 ) -> tuple[tuple[int, ...], float, int, int]:
     """LNS over the assignment model. Neighbourhoods, in turn: a window of cores around a
     random actor (its actors may permute and use the window's free cores), and a
     breadth-first neighbourhood in the flow graph (its actors may use their own cores and
-    the free cores of their bounding box). Returns ``(cores, det. time, rounds, improvements)``;
-    ``on_wall_hit`` is called if a sub-solve was stopped by its hang guard."""
+    the free cores of their bounding box). Returns ``(cores, det. time, rounds, improvements)``."""
     grid = problem.grid
     n = problem.n_actors
     rng = random.Random(options.seed)
@@ -148,8 +142,6 @@ def improve_assignment(
         sub = build_assign_model(problem, sorted(free_actors), cand, tuple(cur))
         limit = min(per_round, budget - used)
         run = run_cpsat(sub.model, options, limit, seed_offset=1000 + rounds)
-        if run.hit_wall_cap and on_wall_hit is not None:
-            on_wall_hit()
         used += run.deterministic_time
         rounds += 1
         improved = False

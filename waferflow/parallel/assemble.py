@@ -99,6 +99,7 @@ class _A:
     microbatch: int = 0
     layer: str = ""
     work: list[OpWork] = field(default_factory=list)
+    own_work: list[OpWork] = field(default_factory=list)  # its ops' passes (no accumulation)
 
 
 def assemble(prog: Program, wafer: Wafer, algo: CollectiveAlgo | None = None) -> Assembled:
@@ -174,7 +175,13 @@ class _Assembler(Transfers, ShiftAndSwitch):
             deg = instance_degrees(p.mesh, per_mb)
             reads = [value_bytes(v, s, deg) for v, s in zip(op.operands, osh.inputs, strict=True)]
             writes = [value_bytes(r, s, deg) for r, s in zip(op.results, res_sh, strict=True)]
-            a.work.extend(op_work(op, reads, writes, f))
+            shapes = (
+                [shard_shape(v.type.shape, s, deg) for v, s in zip(op.operands, osh.inputs, strict=True)],
+                [shard_shape(r.type.shape, s, deg) for r, s in zip(op.results, res_sh, strict=True)],
+            )  # fmt: skip
+            passes = op_work(op, reads, writes, f, shapes)
+            a.work.extend(passes)
+            a.own_work.extend(passes)
             for r, nbytes in zip(op.results, writes, strict=True):
                 acc = per_mb and r.name in p.accumulators
                 key: BufKey = (r.name, spec.rank, -2 if acc else spec.instance)
@@ -226,16 +233,19 @@ class _Assembler(Transfers, ShiftAndSwitch):
 
     def _recompute(self) -> None:
         fwd: dict[tuple[int, int, int], int] = {}
+        fwd_work: dict[tuple[int, int, int], list[OpWork]] = {}
         first_b: dict[tuple[int, int, int], int] = {}
         for spec, aid in zip(self.p.actors, self.compute_id, strict=True):
             key = (spec.stage, spec.rank, spec.block.mb)
             if spec.block.kind == "F" and spec.instance >= 0:
                 # the forward's own work; adding into an accumulated sum is not redone
                 fwd[key] = fwd.get(key, 0) + self.acts[aid].flops - self.acc_flops.get(aid, 0)
+                fwd_work.setdefault(key, []).extend(self.acts[aid].own_work)
             elif spec.block.kind == "B" and key not in first_b:
                 first_b[key] = aid
         for key, aid in first_b.items():
             self.acts[aid].flops += fwd.get(key, 0)
+            self.acts[aid].work[:0] = fwd_work.get(key, [])  # recomputed before its own work
             self.meta[aid].recompute = True
 
     # -- collectives -----------------------------------------------------------------

@@ -8,7 +8,17 @@ the preset machines.
 """
 
 from waferflow.ir.target.catalog import list_presets
-from waferflow.ir.target.parts import Coord, FlowControl, Link, LinkSpec, Topology
+from waferflow.ir.target.parts import (
+    Coord,
+    CoreModel,
+    Dataflow,
+    FlowControl,
+    Link,
+    LinkSpec,
+    MacArray,
+    Topology,
+    VectorUnit,
+)
 from waferflow.ir.target.toml_io import (
     dump_wafer,
     get_wafer,
@@ -21,10 +31,14 @@ from waferflow.ir.target.wafer import SUMMARY_HEADER, Wafer
 __all__ = [
     "SUMMARY_HEADER",
     "Coord",
+    "CoreModel",
+    "Dataflow",
     "FlowControl",
     "Link",
     "LinkSpec",
+    "MacArray",
     "Topology",
+    "VectorUnit",
     "Wafer",
     "dump_wafer",
     "get_wafer",

@@ -5,7 +5,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from waferflow.ir.dtypes import DType
-from waferflow.ir.target.parts import CoreModel, FlowControl, LinkSpec, MemoryModel
+from waferflow.ir.target.parts import (
+    CoreModel,
+    FlowControl,
+    LinkSpec,
+    MacArray,
+    MemoryModel,
+    VectorUnit,
+)
 from waferflow.ir.target.units import fmt_bytes, fmt_count, fmt_si
 
 if TYPE_CHECKING:
@@ -57,6 +64,33 @@ def _core(core: CoreModel | None, clock_hz: float) -> str:
         f"per op: {how} + {core.fixed_cycles} cycle(s); {core.read_ports} read / "
         f"{core.write_ports} write port(s) of {core.port_bandwidth / clock_hz:.6g} B/cycle"
         + (f"; {rates}" if rates else "")
+    )
+
+
+def _per_dtype(table: tuple[tuple[DType, float], ...], unit: str) -> str:
+    if not table:
+        return f"1 {unit} for every dtype"
+    return ", ".join(f"{d.value} {r:.6g}" for d, r in table) + f" {unit}"
+
+
+def _array(a: MacArray, clock_hz: float) -> str:
+    count = f"{a.count} x " if a.count > 1 else ""
+    dtypes = [d for d, r in a.macs_per_pe if r > 0] or [DType.F32]
+    peaks = ", ".join(
+        f"{d.value} {fmt_si(2 * a.peak_macs(d) * clock_hz, 'FLOP/s', 4)}" for d in dtypes
+    )
+    return (
+        f"{count}{a.rows} x {a.cols} PEs, {a.dataflow.value} stationary; "
+        f"{_per_dtype(a.macs_per_pe, 'MAC/PE/cycle')}; peak {peaks} per core"
+    )
+
+
+def _vector(v: VectorUnit, clock_hz: float) -> str:
+    dtypes = [d for d, _ in v.ops_per_lane] or [DType.F32]
+    peaks = ", ".join(f"{d.value} {fmt_si(v.peak_ops(d) * clock_hz, 'op/s', 4)}" for d in dtypes)
+    return (
+        f"{v.lanes} lanes; {_per_dtype(v.ops_per_lane, 'op/lane/cycle')} "
+        f"(an FMA is one op, two FLOPs); {peaks} per core"
     )
 
 
@@ -127,6 +161,14 @@ def describe(w: Wafer) -> str:
     row("faults", faults)
     row("flow control", _flow(w.flow))
     row("core", _core(w.core, w.clock_hz))
+    if w.core is not None and w.core.array is not None:
+        row("MAC array", _array(w.core.array, w.clock_hz))
+    if w.core is not None and w.core.vector is not None:
+        row("vector unit", _vector(w.core.vector, w.clock_hz))
+    if w.core is not None and k > 1 and (w.core.array or w.core.vector):
+        row("", f"(per fine core; a node has {k} x {k} of them, see docs/simulator.md)")
+    if w.core is not None and w.core.source:
+        row("core source", w.core.source)
     row("memory", _memory(w.memory))
     row("host", "none" if w.host is None else _link(w.host, w.clock_hz) + " to every core")
     row("source", w.source or "(not given)")

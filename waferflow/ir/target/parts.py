@@ -2,12 +2,32 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
+from waferflow.ir.dtypes import DType
 from waferflow.ir.target.ranges import AREA, EDGE, sane
 
 Coord = tuple[int, int]
+
+# Which listed rate stands in for a dtype a table does not list (``rate_for``).
+_FALLBACK: dict[DType, tuple[DType, ...]] = {
+    DType.BF16: (DType.BF16, DType.F16, DType.F32),
+    DType.F16: (DType.F16, DType.BF16, DType.F32),
+}
+
+
+def rate_for(table: Sequence[tuple[DType, float]], dtype: DType) -> float:
+    """The entry of a per-dtype table for ``dtype``: its own, else for bf16 the f16
+    entry and for f16 the bf16 one (same width, same datapath on every machine we
+    model), then the f32 entry, then the smallest listed (conservative). The table must
+    not be empty."""
+    rates = dict(table)
+    for d in _FALLBACK.get(dtype, (dtype, DType.F32)):
+        if d in rates:
+            return rates[d]
+    return min(rates.values())
 
 
 class Topology(Enum):
@@ -50,6 +70,63 @@ CORE_RATE_GROUPS: tuple[str, ...] = (
 )  # fmt: skip
 
 
+class Dataflow(Enum):
+    """What a MAC array keeps in its PEs while the other two operands stream
+    (SCALE-Sim's three dataflows; ``backend_sim.core_model`` has the mapping)."""
+
+    WEIGHT = "weight"  # weight stationary (TPU)
+    OUTPUT = "output"  # output stationary: results accumulate in place
+    INPUT = "input"  # input stationary
+
+
+@dataclass(frozen=True, slots=True)
+class MacArray:
+    """A systolic MAC array (``[core.array]``): ``count`` arrays of ``rows x cols``
+    PEs per core, each PE doing ``macs_per_pe`` multiply-accumulates per cycle by
+    dtype (a dtype the table does not list falls back as ``rate_for`` says; 0: the
+    array does not take that dtype, its matmuls run on the vector unit). An empty
+    table: one MAC per PE per cycle for every dtype."""
+
+    # per fine core: a coarse view keeps the fine core's array (core_model tiles a node)
+    rows: int = field(metadata=sane(1, 4096, "PEs", integer=True))
+    cols: int = field(metadata=sane(1, 4096, "PEs", integer=True))
+    dataflow: Dataflow = Dataflow.WEIGHT
+    count: int = field(default=1, metadata=sane(1, 1024, "arrays", integer=True))
+    # by dtype; 0: the array does not take the dtype
+    macs_per_pe: tuple[tuple[DType, float], ...] = field(
+        default=(), metadata=sane(0, 1024, "MACs/cycle")
+    )
+
+    def rate(self, dtype: DType) -> float:
+        """MACs per PE per cycle for ``dtype`` (0: not on the array)."""
+        return rate_for(self.macs_per_pe, dtype) if self.macs_per_pe else 1.0
+
+    def peak_macs(self, dtype: DType) -> float:
+        """MACs per cycle of one core's arrays for ``dtype``."""
+        return self.rows * self.cols * self.count * self.rate(dtype)
+
+
+@dataclass(frozen=True, slots=True)
+class VectorUnit:
+    """A SIMD vector unit (``[core.vector]``): ``lanes`` lanes, each doing
+    ``ops_per_lane`` element operations per cycle by dtype (a fused multiply-add is one
+    operation, two FLOPs; fallback as ``rate_for``). An empty table: one op per lane
+    per cycle for every dtype."""
+
+    lanes: int = field(metadata=sane(1, 65536, "lanes", integer=True))  # per fine core
+    ops_per_lane: tuple[tuple[DType, float], ...] = field(
+        default=(), metadata=sane(0, 1024, "ops/cycle", open_lo=True)
+    )
+
+    def rate(self, dtype: DType) -> float:
+        """Element operations per lane per cycle for ``dtype``."""
+        return rate_for(self.ops_per_lane, dtype) if self.ops_per_lane else 1.0
+
+    def peak_ops(self, dtype: DType) -> float:
+        """Element operations per cycle of one core's vector unit for ``dtype``."""
+        return self.lanes * self.rate(dtype)
+
+
 @dataclass(frozen=True, slots=True)
 class CoreModel:
     """How one core times one op (``[core]``; a wafer without it uses the roofline).
@@ -64,7 +141,13 @@ class CoreModel:
     for the dtype. With ``overlap`` the pass takes the slowest of read, compute and
     write (a roofline per pass); without, their sum (the seed machine's ALU: R + C +
     W). Every pass adds ``fixed_cycles``. Reads, compute and writes are counted in
-    whole clock cycles."""
+    whole clock cycles.
+
+    ``array`` (a MAC array) times matmuls and convolutions from their shape, ``vector``
+    (a vector unit) the other op groups, and matmuls whose dtype the array does not
+    take; a group listed in ``rates`` keeps that rate (an explicit override; the array
+    and ``rates.matmul`` may not both be given). ``backend_sim.core_model`` has the
+    closed forms."""
 
     overlap: bool = True
     fixed_cycles: int = field(default=0, metadata=sane(0, 10**6, "cycles", integer=True))
@@ -76,6 +159,9 @@ class CoreModel:
     rates: tuple[tuple[str, float], ...] = field(
         default=(), metadata=sane(1, 1e30, "FLOP/s", scale=AREA, allow_inf=True)
     )
+    array: MacArray | None = None
+    vector: VectorUnit | None = None
+    source: str = ""  # where the figures come from, or which are assumptions
 
 
 @dataclass(frozen=True, slots=True)

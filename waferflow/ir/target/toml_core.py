@@ -9,7 +9,8 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from waferflow.errors import ConfigError
-from waferflow.ir.target.parts import CoreModel, MemoryModel
+from waferflow.ir.dtypes import DType
+from waferflow.ir.target.parts import CoreModel, MacArray, MemoryModel, VectorUnit
 from waferflow.ir.target.units import Kind, quantity_float, quantity_int
 
 if TYPE_CHECKING:
@@ -33,7 +34,33 @@ def parse_core(table: dict[str, Any], clock: float) -> CoreModel:
             table["port_bandwidth"], Kind.BANDWIDTH, "core.port_bandwidth", clock
         ),
         rates=tuple(rates),
+        array=_array(table["array"]) if "array" in table else None,
+        vector=_vector(table["vector"]) if "vector" in table else None,
+        source=table.get("source", ""),
     )
+
+
+def _per_dtype(table: dict[str, Any]) -> tuple[tuple[DType, Any], ...]:
+    return tuple((DType(d), v) for d, v in table.items())
+
+
+def _array(t: dict[str, Any]) -> MacArray:
+    for key in ("rows", "cols"):
+        if key not in t:
+            raise ConfigError(f"missing core.array.{key} (PEs along the array's {key})")
+    return MacArray(
+        rows=t["rows"],
+        cols=t["cols"],
+        dataflow=t.get("dataflow", "weight"),
+        count=t.get("count", 1),
+        macs_per_pe=_per_dtype(t.get("macs_per_pe", {})),
+    )
+
+
+def _vector(t: dict[str, Any]) -> VectorUnit:
+    if "lanes" not in t:
+        raise ConfigError("missing core.vector.lanes (SIMD lanes)")
+    return VectorUnit(lanes=t["lanes"], ops_per_lane=_per_dtype(t.get("ops_per_lane", {})))
 
 
 def parse_memory(table: dict[str, Any], clock: float) -> MemoryModel:
@@ -60,6 +87,24 @@ def core_memory_doc(w: Wafer) -> dict[str, Any]:
         }
         if c.rates:
             doc["core"]["rates"] = dict(c.rates)
+        if c.array is not None:
+            a = c.array
+            doc["core"]["array"] = {
+                "rows": a.rows,
+                "cols": a.cols,
+                "count": a.count,
+                "dataflow": a.dataflow.value,
+            }
+            if a.macs_per_pe:
+                doc["core"]["array"]["macs_per_pe"] = {d.value: r for d, r in a.macs_per_pe}
+        if c.vector is not None:
+            doc["core"]["vector"] = {"lanes": c.vector.lanes}
+            if c.vector.ops_per_lane:
+                doc["core"]["vector"]["ops_per_lane"] = {
+                    d.value: r for d, r in c.vector.ops_per_lane
+                }
+        if c.source:
+            doc["core"]["source"] = c.source
     if w.memory is not None:
         m = w.memory
         doc["memory"] = {

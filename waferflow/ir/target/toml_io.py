@@ -56,11 +56,26 @@ Schema (every table and key; ``presets/example.toml`` is a commented example)::
     read_ports = 4           # operands read at once
     write_ports = 1          # results written at once
     port_bandwidth = 1.28e10 # bytes/s per port
+    source = "..."           # where its figures come from, or that they are assumptions
 
     [core.rates]             # FLOP/s per op group (inf: no compute cycles of its own);
-    matmul = 2.048e11        #   groups not listed use wafer.peak_flops
-    pooling = 1.024e11
-    elementwise = inf
+    pooling = 1.024e11       #   groups not listed use the array / vector unit below,
+    elementwise = inf        #   else wafer.peak_flops
+
+    [core.array]             # a MAC array: matmuls and convolutions from their shape
+    rows = 32                #   (not with core.rates.matmul)
+    cols = 32
+    count = 1                # arrays per core
+    dataflow = "weight"      # weight | output | input (what stays in the PEs)
+
+    [core.array.macs_per_pe] # MACs per PE per cycle by dtype (0: not on the array)
+    bf16 = 1
+
+    [core.vector]            # a vector unit: the other op groups
+    lanes = 32
+
+    [core.vector.ops_per_lane]  # element ops per lane per cycle by dtype (an FMA is one)
+    bf16 = 1
 
     [memory]                 # how SRAM is handed out (omit for exact bytes, reported only)
     block_bytes = 262144     # buffers take whole blocks
@@ -161,6 +176,15 @@ _SCHEMA: dict[str, Any] = {
         "write_ports": None,
         "port_bandwidth": None,
         "rates": "rates",
+        "array": {
+            "rows": None,
+            "cols": None,
+            "count": None,
+            "dataflow": None,
+            "macs_per_pe": "dtypes",
+        },
+        "vector": {"lanes": None, "ops_per_lane": "dtypes"},
+        "source": None,
     },
     "memory": {"block_bytes": None, "lookahead": None, "first_fit": None},
     "host": _LINK,

@@ -20,10 +20,13 @@ from waferflow.ir.target.parts import (
     CORE_RATE_GROUPS,
     Coord,
     CoreModel,
+    Dataflow,
     FlowControl,
     LinkSpec,
+    MacArray,
     MemoryModel,
     Topology,
+    VectorUnit,
 )
 from waferflow.ir.target.ranges import MAX_CORES, Range, check_fields, check_value, declared
 
@@ -102,18 +105,30 @@ def _linkspec(value: object, where: str, k: int) -> LinkSpec:
 
 
 def _peaks(value: object, k: int, rng: Range) -> tuple[tuple[DType, float], ...]:
-    where = label("peak_flops")
+    out = _dtype_table(value, label("peak_flops"), rng, k)
+    if not out:
+        raise ConfigError(
+            f"{label('peak_flops')} is empty: give at least one rate, e.g. f32 = 1e12"
+        )
+    return out
+
+
+def _dtype_table(
+    value: object, where: str, rng: Range, k: int = 1
+) -> tuple[tuple[DType, float], ...]:
+    """A table of rates by dtype (``wafer.peak_flops``, ``core.array.macs_per_pe``,
+    ``core.vector.ops_per_lane``), each in ``rng``, sorted by dtype."""
     items: Iterable[Any]
     if isinstance(value, Mapping):
         items = value.items()
     elif isinstance(value, tuple | list):
         items = value
     else:
-        raise ConfigError(f"{where} must map dtypes to FLOP/s, got {short(value)}")
+        raise ConfigError(f"{where} must map dtypes to {rng.unit}, got {short(value)}")
     out: dict[DType, float] = {}
     for item in items:
         if not isinstance(item, tuple | list) or len(item) != 2:
-            raise ConfigError(f"{where}: entries are (dtype, FLOP/s) pairs, got {short(item)}")
+            raise ConfigError(f"{where}: entries are (dtype, {rng.unit}) pairs, got {short(item)}")
         key, rate = item
         if isinstance(key, str):
             try:
@@ -125,8 +140,6 @@ def _peaks(value: object, k: int, rng: Range) -> tuple[tuple[DType, float], ...]
         if key in out:
             raise ConfigError(f"{where}.{key.value} is given twice")
         out[key] = float(check_value(rate, f"{where}.{key.value}", rng, k))
-    if not out:
-        raise ConfigError(f"{where} is empty: give at least one rate, e.g. f32 = 1e12")
     order = list(DType)
     return tuple(sorted(out.items(), key=lambda kv: order.index(kv[0])))
 
@@ -151,6 +164,8 @@ def _core(value: object, k: int) -> CoreModel | None:
         raise ConfigError(f"core must be a CoreModel or None, got {type(value).__name__}")
     if not isinstance(value.overlap, bool):
         raise ConfigError(f"core.overlap must be true or false, got {short(value.overlap)}")
+    if not isinstance(value.source, str):
+        raise ConfigError(f"core.source must be a string, got {short(value.source)}")
     rates: dict[str, float] = {}
     items = value.rates.items() if isinstance(value.rates, Mapping) else value.rates
     for item in items:
@@ -166,13 +181,67 @@ def _core(value: object, k: int) -> CoreModel | None:
         if group in rates:
             raise ConfigError(f"core.rates.{group} is given twice")
         rates[group] = rate
-    core = dataclasses.replace(value, rates=tuple(sorted(rates.items())))
+    array = _array(value.array)
+    if array is not None and "matmul" in rates:
+        raise ConfigError(
+            "core.rates.matmul and core.array both time matmuls: give one (the array times "
+            "them from their shape; a rate ignores it)"
+        )
+    core = dataclasses.replace(
+        value, rates=tuple(sorted(rates.items())), array=array, vector=_vector(value.vector)
+    )
     check_fields(core, "core", k)  # ranges (ranges.py); a rate may be inf: no compute cycles
     return dataclasses.replace(
         core,
         port_bandwidth=float(core.port_bandwidth),
         rates=tuple((g, float(r)) for g, r in core.rates),
     )
+
+
+def _dtype_rates(value: object, where: str, rng: Range) -> tuple[tuple[DType, float], ...]:
+    """A unit's rates by dtype: at least one positive when any is given."""
+    out = _dtype_table(value, where, rng)
+    if out and not any(r > 0 for _, r in out):
+        raise ConfigError(f"{where}: every rate is 0; give at least one dtype a positive rate")
+    return out
+
+
+def _array(value: object) -> MacArray | None:
+    if value is None:
+        return None
+    if not isinstance(value, MacArray):
+        raise ConfigError(f"core.array must be a MacArray or None, got {type(value).__name__}")
+    flow = value.dataflow
+    if isinstance(flow, str):
+        try:
+            flow = Dataflow(flow)
+        except ValueError:
+            choices = ", ".join(d.value for d in Dataflow)
+            raise ConfigError(
+                f"core.array.dataflow = {flow!r} is unknown; choose one of {choices} "
+                "(what stays in the PEs: weight, output or input stationary)"
+            ) from None
+    if not isinstance(flow, Dataflow):
+        raise ConfigError(f"core.array.dataflow must be a Dataflow, got {flow!r}")
+    rates = _dtype_rates(
+        value.macs_per_pe, "core.array.macs_per_pe", declared(MacArray)["macs_per_pe"]
+    )
+    array = MacArray(value.rows, value.cols, flow, value.count, rates)
+    check_fields(array, "core.array")  # per fine core on every view
+    return array
+
+
+def _vector(value: object) -> VectorUnit | None:
+    if value is None:
+        return None
+    if not isinstance(value, VectorUnit):
+        raise ConfigError(f"core.vector must be a VectorUnit or None, got {type(value).__name__}")
+    rates = _dtype_rates(
+        value.ops_per_lane, "core.vector.ops_per_lane", declared(VectorUnit)["ops_per_lane"]
+    )
+    vector = VectorUnit(value.lanes, rates)
+    check_fields(vector, "core.vector")
+    return vector
 
 
 def _memory(value: object) -> MemoryModel | None:

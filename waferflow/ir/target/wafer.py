@@ -34,11 +34,15 @@ from waferflow.ir.target.fabric import FabricLevel, Tree
 from waferflow.ir.target.parts import (
     Coord,
     CoreModel,
+    Dataflow,
     FlowControl,
     Link,
     LinkSpec,
+    MacArray,
     MemoryModel,
     Topology,
+    VectorUnit,
+    rate_for,
 )
 from waferflow.ir.target.ranges import AREA, MAX_SIDE, sane
 from waferflow.ir.target.validate import normalize_and_validate
@@ -47,20 +51,16 @@ __all__ = [
     "CAPACITY_TIERS",
     "Coord",
     "CoreModel",
+    "Dataflow",
     "FlowControl",
     "Link",
     "LinkSpec",
+    "MacArray",
     "MemoryModel",
     "Topology",
+    "VectorUnit",
     "Wafer",
 ]
-
-# Which listed rate stands in for a dtype the wafer does not list (see Wafer.peak).
-_FALLBACK: dict[DType, tuple[DType, ...]] = {
-    DType.BF16: (DType.BF16, DType.F16, DType.F32),
-    DType.F16: (DType.F16, DType.BF16, DType.F32),
-}
-
 
 # Layouts try full nodes first, then nodes with 95% of their cores, then 75%, then all.
 CAPACITY_TIERS: tuple[float, ...] = (1.0, 0.95, 0.75)
@@ -225,11 +225,7 @@ class Wafer:
         uses the f32 rate; with no f32 listed either, the slowest listed rate
         (conservative). E.g. ``peak(BF16)`` on a wafer listing only f32 is the f32 rate.
         """
-        rates = dict(self.peak_flops)
-        for d in _FALLBACK.get(dtype, (dtype, DType.F32)):
-            if d in rates:
-                return rates[d]
-        return min(rates.values())
+        return rate_for(self.peak_flops, dtype)
 
     def core_peak(self, coord: Coord, dtype: DType) -> float:
         """Peak FLOP/s of the core at ``coord`` (scaled by ``capacity``)."""
