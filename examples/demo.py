@@ -24,6 +24,7 @@ import waferflow as wf
 from waferflow.backend_sim import simulate
 from waferflow.fileio import write_text
 from waferflow.ir.summary import summarize
+from waferflow.progress import reporting
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -50,7 +51,6 @@ def main(argv: list[str] | None = None) -> int:
         seq=args.seq,
         plan=args.plan,
         coarsen=args.coarsen,
-        progress=lambda step: print(f"   {step} ...", flush=True),
     )
     assert compiled.graph is not None
     print(summarize(compiled.graph))
@@ -104,7 +104,11 @@ def trace_stats(path: Path) -> str:
 
 if __name__ == "__main__":
     try:
-        sys.exit(main())
+        # progress on stderr: bars on a terminal, a line per event (and at least one every
+        # 2 s) when piped to a file, e.g. `make demo > log 2>&1`
+        with reporting():
+            code = main()
+        sys.exit(code)
     except wf.WaferflowError as err:
         print(f"demo: error: {err}", file=sys.stderr)
         sys.exit(2)

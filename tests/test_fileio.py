@@ -16,10 +16,12 @@ from waferflow.errors import FormatError, ParseError, WaferflowError
 from waferflow.fileio import (
     MAX_DEPTH,
     Staged,
+    append_line,
     atomic_dir,
     atomic_path,
     decode_text,
     loads_json,
+    read_lines,
     read_text,
     short,
     write_text,
@@ -168,3 +170,49 @@ def test_ctrl_c_interrupts_work_running_in_native_code() -> None:
             run_interruptible(work, stop.set)
     assert log == ["work returned"]  # stopped and waited for, not abandoned
     assert run_interruptible(lambda: 7, lambda: None) == 7
+
+
+def test_appended_lines_read_back_whole_and_a_torn_tail_is_cut_off(tmp_path: Path) -> None:
+    log = tmp_path / "sub" / "journal.jsonl"
+    assert read_lines(log) == ([], False)  # no file yet: no lines
+    append_line(log, '{"a": 1}')
+    append_line(log, "é")
+    assert read_lines(log) == ([b'{"a": 1}', "é".encode()], False)
+    whole = log.read_bytes()
+    log.write_bytes(whole + b'{"a": 2')  # a crash in the middle of a write
+    assert read_lines(log) == ([b'{"a": 1}', "é".encode()], True)
+    assert log.read_bytes() == whole  # cut off: the next line starts on its own
+    append_line(log, "next")
+    assert read_lines(log)[0][-1] == b"next"
+    with pytest.raises(ValueError, match="newline"):
+        append_line(log, "two\nlines")
+
+
+def test_os_errors_in_words(tmp_path: Path) -> None:
+    import errno
+
+    from waferflow.fileio import os_error_text
+
+    assert os_error_text(FileExistsError(errno.EEXIST, "File exists", "afile")) == (
+        "afile exists and is not a directory"
+    )
+    assert os_error_text(IsADirectoryError(errno.EISDIR, "Is a directory", "out")) == (
+        "out is a directory, not a file"
+    )
+    assert os_error_text(PermissionError(errno.EACCES, "Permission denied", "x")) == (
+        "x cannot be accessed: permission denied"
+    )
+
+
+def test_check_output_refuses_before_any_work(tmp_path: Path) -> None:
+    from waferflow.fileio import check_output
+
+    (tmp_path / "afile").write_text("x")
+    (tmp_path / "adir").mkdir()
+    with pytest.raises(WaferflowError, match="afile exists and is not a directory"):
+        check_output(tmp_path / "afile" / "deeper" / "plan.json", "-o")
+    with pytest.raises(WaferflowError, match="a directory is there, where the file goes"):
+        check_output(tmp_path / "adir", "-o")
+    with pytest.raises(WaferflowError, match=r"must end in \.png or \.svg"):
+        check_output(tmp_path / "p.jpg", "--png", suffixes=(".png", ".svg"))
+    check_output(tmp_path / "new" / "p.PNG", "--png", suffixes=(".png", ".svg"))

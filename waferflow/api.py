@@ -26,6 +26,7 @@ from typing import Any
 from waferflow.backend_sim import SimResult, estimate, simulate
 from waferflow.errors import ConfigError, FormatError, PlanError, WaferflowError
 from waferflow.fileio import loads_json, read_text, short, want, want_int, want_object, write_text
+from waferflow.frontend.catalog import canonical_model, param_count
 from waferflow.ir.graph import Graph
 from waferflow.ir.parser import parse_graph
 from waferflow.ir.plan import Plan, plan_from_doc, plan_to_json, verify_plan
@@ -41,6 +42,7 @@ from waferflow.passes import (
     parse_pipeline,
 )
 from waferflow.passes.lower_plan import lower_to_plan
+from waferflow.perf import gc_paused
 
 BUNDLE_FORMAT = "waferflow.compiled"
 BUNDLE_VERSION = 1
@@ -118,9 +120,10 @@ class Report:
         """Write a Chrome / Perfetto trace (open it in ui.perfetto.dev): tracks named by
         stage, rank and coordinate; actors, waits, message flows, memory and link-load
         counters (``backend_sim.trace``; ``options``: a ``TraceOptions``)."""
-        return self.result.to_chrome_trace(
-            path, link_tracks=link_tracks, options=options, ranks=self.ranks
-        )
+        with gc_paused():  # 10^6 events as small objects: no cycles to collect
+            return self.result.to_chrome_trace(
+                path, link_tracks=link_tracks, options=options, ranks=self.ranks
+            )
 
     def plot_links(self, path: str | Path, top_k: int = 5) -> Path:
         from waferflow.viz import link_view, plot_links
@@ -130,8 +133,9 @@ class Report:
     def plot_timeline(self, path: str | Path, max_tracks: int = 64) -> Path:
         from waferflow.viz import plot_timeline, timeline_view
 
-        view = timeline_view(self.plan, self.result, self.ranks)
-        return plot_timeline(view, path, max_tracks=max_tracks)
+        with gc_paused():  # a span per actor and message
+            view = timeline_view(self.plan, self.result, self.ranks)
+            return plot_timeline(view, path, max_tracks=max_tracks)
 
     def plot_memory(self, path: str | Path) -> Path:
         from waferflow.viz import memory_view, plot_memory
@@ -200,9 +204,15 @@ class CompiledPlan:
         return self.plan.name
 
     def simulate(self) -> Report:
-        """Run the discrete-event simulation of one step."""
+        """Run the discrete-event simulation of one step. When placement simulated the
+        kept plan to choose it, that run is reused (it is the same simulation)."""
         start = time.perf_counter()
-        result = simulate(self.plan, self.wafer)
+        result = None
+        placed = self.placement
+        if placed is not None and placed.plan is self.plan and placed.run is not None:
+            result = placed.simulation() if placed.run.wafer is self.wafer else None
+        if result is None:
+            result = simulate(self.plan, self.wafer)
         took = StepTiming("simulate", time.perf_counter() - start)
         par = self.parallel
         peak = par.memory.peak_bytes if par is not None and par.memory.fits else None
@@ -230,19 +240,23 @@ class CompiledPlan:
         raise WaferflowError(f"no IR recorded after pass {pass_name!r}; passes that ran: {ran}")
 
     def save(self, path: str | Path) -> Path:
-        """Write the plan and its wafer as one JSON file (``load_plan`` reads it back)."""
-        doc = {
+        """Write the plan and its wafer as one JSON file (``load_plan`` reads it back).
+        The plan's own JSON text (``plan_to_json``: one actor or message per line) is
+        written as it is produced, under ``"plan"``; the same plan gives the same bytes."""
+        head = {
             "format": BUNDLE_FORMAT,
             "version": BUNDLE_VERSION,
             "wafer_toml": wafer_to_toml(self.wafer),
-            "plan": json.loads(plan_to_json(self.plan)),
             "notes": list(self.notes),
         }
         if self.ranks:
             from waferflow.parallel.ranks import ranks_to_json
 
-            doc["ranks"] = ranks_to_json(self.ranks)
-        return write_text(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
+            head["ranks"] = ranks_to_json(self.ranks)
+        lines = [f" {json.dumps(k)}: {json.dumps(v, ensure_ascii=False)}," for k, v in head.items()]
+        with gc_paused():  # a row per actor and message
+            body = plan_to_json(self.plan).rstrip()
+        return write_text(path, "{\n" + "\n".join(lines) + '\n "plan": ' + body + "\n}\n")
 
     def plot_placement(self, path: str | Path) -> Path:
         """The placement map: each core's stage (or layer), and its rank when known."""
@@ -253,8 +267,9 @@ class CompiledPlan:
     def __repr__(self) -> str:
         return (
             f"<CompiledPlan {self.plan.name!r} on {self.wafer.name!r} "
-            f"({self.wafer.rows}x{self.wafer.cols}): {len(self.plan.actors)} actors on "
-            f"{self.wafer.count_cores(self.plan.cores)} cores, {len(self.plan.messages)} messages>"
+            f"({self.wafer.rows}x{self.wafer.cols}): {len(self.plan.actors):,} actors on "
+            f"{self.wafer.units(self.wafer.count_cores(self.plan.cores))}, "
+            f"{len(self.plan.messages):,} messages>"
         )
 
 
@@ -326,10 +341,13 @@ def resolve_wafer(wafer: str | Path | Wafer, coarsen: int = 1) -> Wafer:
 
 @contextmanager
 def _timed(timings: list[StepTiming], step: str, progress: Callable[[str], None] | None) -> Iterator[None]:  # fmt: skip
+    from waferflow.progress import phase
+
     if progress is not None:
         progress(step)
     start = time.perf_counter()
-    yield
+    with phase(step):  # shown inside waferflow.progress.reporting (the CLI, the demo)
+        yield
     timings.append(StepTiming(step, time.perf_counter() - start))
 
 
@@ -355,6 +373,7 @@ def compile(
     keep_ir: bool = True,
     print_ir_after: Sequence[str] = (),
     progress: Callable[[str], None] | None = None,
+    uniform_baseline: bool = False,
 ) -> CompiledPlan:
     """Trace ``model`` and compile it onto ``wafer``.
 
@@ -369,6 +388,8 @@ def compile(
     crossbar, where placement changes nothing), ``"cpsat"`` or ``"none"``
     (the default strip layout), with ``place_time`` deterministic CP-SAT seconds and
     ``seed``: the same inputs and seed give the same plan, byte for byte.
+    ``uniform_baseline`` (with ``plan="auto"``): also simulate every uniform plan and keep
+    the searched plan only if it is at least as fast (``CompiledPlan.search.uniform``).
     """
     timings: list[StepTiming] = []
     # a wafer cut into islands is refused here, before anything is traced or placed
@@ -376,11 +397,21 @@ def compile(
     pipeline = parse_pipeline(passes or DEFAULT_PIPELINE)  # bad pipelines fail before tracing
     # a name the pipeline does not run would print nothing: refuse it with a did-you-mean
     check_pass_names(print_ir_after, pipeline, "print_ir_after")
-    from waferflow.frontend import load_model, trace  # torch: only once the inputs are sound
+    check_inputs(model, w, plan=plan, mode=mode, optimizer=optimizer, dtype=dtype)
+    from waferflow.frontend import (
+        load_model,
+        trace,
+        trace_model,
+    )  # torch: only once the inputs are sound
 
     with _timed(timings, "trace", progress):
-        if isinstance(model, str | Path):
+        if isinstance(model, str | Path) and example_inputs is None and loss_fn is None:
+            graph = trace_model(str(model), mode=mode, optimizer=optimizer, batch=batch,
+                                seq=seq, dtype=dtype, name=name, moe_skew=moe_skew)  # fmt: skip
+        elif isinstance(model, str | Path):
             bundle = load_model(str(model), batch=batch, seq=seq, dtype=dtype)
+            if param_count(str(model)) is None:  # a file's model: counted once built
+                _check_module(bundle.module, w, plan, mode, optimizer, bundle.name)
             graph = trace(
                 bundle.module,
                 bundle.example_inputs if example_inputs is None else example_inputs,
@@ -393,6 +424,7 @@ def compile(
         else:
             if example_inputs is None:
                 raise WaferflowError("compile() needs example_inputs for an nn.Module")
+            _check_module(model, w, plan, mode, optimizer, name or type(model).__name__)
             graph = trace(model, example_inputs, mode=mode, optimizer=optimizer,
                           loss_fn=loss_fn, name=name, moe_skew=moe_skew)  # fmt: skip
     buf = io.StringIO()
@@ -411,7 +443,8 @@ def compile(
 
     if is_auto(plan):
         with _timed(timings, "plan search", progress):
-            plan, search = resolve_plan(graph, w, plan)  # PlanError when no candidate fits
+            # PlanError when no candidate fits
+            plan, search = resolve_plan(graph, w, plan, uniform=uniform_baseline)
     method = _placement_method(place, plan, w)
     if method not in ("cpsat", "none"):
         raise WaferflowError(f"place={place!r}: use 'auto', 'cpsat' or 'none'")
@@ -429,10 +462,14 @@ def compile(
             "ranks, which the CP-SAT floorplan does not place yet)"
         )
     if plan and method == "cpsat":
-        from waferflow.passes.place import place_parallel
+        from waferflow.passes.place import place_parallel, place_state
 
         with _timed(timings, "parallelize+place", progress):
-            placement = place_parallel(graph, w, plan, options=_place_options(place_time, seed))
+            opts = _place_options(place_time, seed)
+            if search is not None and search.state is not None:  # as the search built it
+                placement = place_state(*search.state, opts)
+            else:
+                placement = place_parallel(graph, w, plan, options=opts)
         parallel = placement.parallel
         actor_plan = placement.plan
         if parallel is not None:
@@ -478,6 +515,55 @@ def compile(
         search=search,
         ranks=ranks,
     )
+
+
+def check_inputs(
+    model: Any,
+    wafer: Wafer,
+    *,
+    plan: str | None,
+    mode: str = "infer",
+    optimizer: str = "sgd",
+    dtype: str | None = None,
+) -> None:
+    """What ``compile`` checks before it imports torch or traces anything: the model
+    name (a did-you-mean for a typo), the plan string, the mode, optimizer and dtype,
+    and, for a zoo model, that the whole wafer's SRAM can hold its weights (and, to
+    train, its gradients and optimizer state: ``parallel.capacity``)."""
+    from waferflow.parallel.capacity import StateBytes, check_capacity, plan_copies
+
+    for what, value, allowed in (
+        ("mode", mode, ("infer", "train")),
+        ("optimizer", optimizer, ("sgd", "adamw")),
+        ("dtype", dtype, (None, "f32", "bf16", "f16")),
+    ):
+        if value not in allowed:
+            names = ", ".join(str(a) for a in allowed if a is not None)
+            raise ConfigError(f"{what} {short(value)}: use one of {names}")
+    dp, zero = plan_copies(plan)  # parses the plan: a PlanError names a bad key
+    if not isinstance(model, str | Path):
+        return
+    params = param_count(str(model))  # a TraceError with a did-you-mean for a typo
+    if params is not None:
+        need = StateBytes(params, dtype, mode, optimizer, dp, zero)
+        check_capacity(need, wafer, model=canonical_model(str(model)))
+
+
+def _check_module(
+    module: Any, wafer: Wafer, plan: str | None, mode: str, optimizer: str, name: str
+) -> None:
+    """The capacity check for a built module: its parameters as they are (dtype included)."""
+    from waferflow.parallel.capacity import StateBytes, check_capacity, plan_copies
+
+    params = list(module.parameters()) if hasattr(module, "parameters") else []
+    if not params:
+        return
+    count = sum(p.numel() for p in params)
+    size = max(1, round(sum(p.numel() * p.element_size() for p in params) / count))
+    dtype = {4: "f32", 2: "bf16"}.get(size)
+    dp, zero = plan_copies(plan)
+    if dtype is not None:
+        check_capacity(StateBytes(count, dtype, mode, optimizer, dp, zero), wafer, model=name)
 
 
 def _placement_method(place: str | None, plan: str | None, wafer: Wafer) -> str:

@@ -36,19 +36,19 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
                    "the mean share of tokens; every expert is sized for it (default 1: uniform)")  # fmt: skip
 
 
-def _trace_model(args: argparse.Namespace):  # -> Graph
-    from waferflow.frontend import load_model, trace
+def _check_model(args: argparse.Namespace) -> None:
+    """The model name, before torch is imported: a typo fails in a second."""
+    from waferflow.frontend.catalog import canonical_model
 
-    bundle = load_model(args.model, batch=args.batch, seq=args.seq, dtype=args.dtype)
-    return trace(
-        bundle.module,
-        bundle.example_inputs,
-        mode=args.mode,
-        optimizer=args.optimizer,
-        loss_fn=bundle.loss_fn,
-        name=bundle.name,
-        moe_skew=args.moe_skew,
-    )
+    canonical_model(args.model)
+
+
+def _trace_model(args: argparse.Namespace):  # -> Graph
+    _check_model(args)
+    from waferflow.frontend import trace_model
+
+    return trace_model(args.model, mode=args.mode, optimizer=args.optimizer, batch=args.batch,
+                       seq=args.seq, dtype=args.dtype, moe_skew=args.moe_skew)  # fmt: skip
 
 
 def _read_graph(path: str):  # -> Graph
@@ -68,6 +68,20 @@ def _read_graph(path: str):  # -> Graph
     if Path(path).suffix == ".json":
         return loads_graph(text, source=path)
     return parse_graph(text, source=path)
+
+
+_PICTURE = (".png", ".svg")
+_HTML = (".html", ".htm")
+
+
+def _check_outputs(*outputs: tuple[str | None, str, tuple[str, ...]]) -> None:
+    """(path, option, suffixes) of every output a command will write, checked before
+    any work (``fileio.check_output``); unset options are skipped."""
+    from waferflow.fileio import check_output
+
+    for path, option, suffixes in outputs:
+        if path and path != "-":
+            check_output(path, option, suffixes=suffixes)
 
 
 def _write_text(path: str, text: str) -> None:
@@ -95,6 +109,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
     from waferflow.ir.serialize import dumps_graph
     from waferflow.ir.summary import summarize
 
+    _check_outputs((args.output, "-o", ()))
     graph = _trace_model(args)
     if args.output:
         text = dumps_graph(graph) if args.output.endswith(".json") else print_graph(graph)
@@ -114,6 +129,7 @@ def cmd_opt(args: argparse.Namespace) -> int:
     from waferflow.passes import PassContext, PassManager, parse_pipeline
 
     passes = parse_pipeline(args.pipeline)  # a bad pipeline fails before any input is read
+    _check_outputs((args.output, "-o", ()))
     wafer = None
     if args.wafer:
         from waferflow.api import resolve_wafer
@@ -187,15 +203,14 @@ def cmd_wafers(args: argparse.Namespace) -> int:
     return 0
 
 
-def _progress(args: argparse.Namespace):  # -> Callable[[str], None] | None
-    """Step names on stderr when it is a terminal, unless --quiet."""
-    if getattr(args, "quiet", False) or not sys.stderr.isatty():
-        return None
-    return lambda step: print(f"waferflow: {step} ...", file=sys.stderr, flush=True)
+def _check_report_outputs(args: argparse.Namespace) -> None:
+    _check_outputs((args.trace, "--trace", ()), (args.html, "--html", _HTML))
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     from waferflow.api import load_plan
+
+    _check_report_outputs(args)
 
     compiled = load_plan(args.plan, wafer=args.wafer)
     report = compiled.simulate()
@@ -232,6 +247,8 @@ def _add_report_args(p: argparse.ArgumentParser) -> None:
 
 def cmd_viz(args: argparse.Namespace) -> int:
     from waferflow.api import load_plan
+
+    _check_outputs((args.output, "-o", _PICTURE))
 
     compiled = load_plan(args.plan, wafer=args.wafer)
     if args.kind == "placement":
@@ -297,7 +314,8 @@ def _add_place_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--place", choices=["auto", "cpsat", "none"], default="auto",
                    help="placement: CP-SAT (auto: for parallel plans) or the default layout")  # fmt: skip
     p.add_argument("--place-time", type=float, default=10.0, metavar="SECONDS",
-                   help="CP-SAT deterministic time limit for placement (default 10)")  # fmt: skip
+                   help="CP-SAT deterministic seconds for the whole placement, all its "
+                        "solvers together (default 10)")  # fmt: skip
 
 
 def cmd_place(args: argparse.Namespace) -> int:
@@ -306,10 +324,16 @@ def cmd_place(args: argparse.Namespace) -> int:
     from waferflow.api import resolve_wafer, uniform_stages
     from waferflow.ir.target.islands import connected_view
     from waferflow.parallel.search import resolve_plan
-    from waferflow.passes.place import place_compare
+    from waferflow.passes.place import place_compare, place_state
     from waferflow.passes.place_result import PlaceOptions
 
+    _check_model(args)
+    _check_outputs((args.export_model, "--export-model", ()))
     wafer, notes = connected_view(resolve_wafer(args.wafer, args.coarsen))
+    from waferflow.api import check_inputs
+
+    check_inputs(args.model, wafer, plan=args.plan, mode=args.mode, optimizer=args.optimizer,
+                 dtype=args.dtype)  # fmt: skip
     for note in notes:
         print(note)
     options = PlaceOptions(
@@ -328,7 +352,10 @@ def cmd_place(args: argparse.Namespace) -> int:
     if search is not None:
         print(search.table())
         print(search.summary())
-    print(place_compare(graph, wafer, plan, options))
+    if search is not None and search.state is not None:  # placed as the search built it
+        print(place_state(*search.state, options))
+    else:
+        print(place_compare(graph, wafer, plan, options))
     return 0
 
 
@@ -337,6 +364,15 @@ def cmd_compile(args: argparse.Namespace) -> int:
     from waferflow.api import resolve_wafer
     from waferflow.ir.summary import summarize
 
+    _check_model(args)
+    _check_report_outputs(args)
+    _check_outputs(
+        (args.output, "-o", ()), (args.png, "--png", _PICTURE), (args.report, "--report", ())
+    )
+    if args.emit_dir:
+        from waferflow.fileio import check_output
+
+        check_output(args.emit_dir, "--emit-dir", folder=True)
     if args.print_ir_after:  # checked before tracing, in the option's own spelling
         from waferflow.passes import DEFAULT_PIPELINE, check_pass_names, parse_pipeline
 
@@ -366,23 +402,23 @@ def cmd_compile(args: argparse.Namespace) -> int:
         dtype=args.dtype,
         moe_skew=args.moe_skew,
         print_ir_after=tuple(args.print_ir_after or ()),
-        progress=_progress(args),
         place=args.place,
         place_time=args.place_time,
         seed=args.seed,
     )
-    if compiled.graph is not None:
+    detail = not args.quiet  # -q: the report only
+    if compiled.graph is not None and detail:
         print(summarize(compiled.graph))
-    for note in compiled.notes:
+    for note in compiled.notes if detail else ():
         print(note)
-    if compiled.search is not None:
+    if compiled.search is not None and detail:
         print(compiled.search.table())
         print(compiled.search.summary())
-    if compiled.placement is not None:
+    if compiled.placement is not None and detail:
         print(compiled.placement)
     report = compiled.simulate()
     print(report)
-    if compiled.parallel is not None:
+    if compiled.parallel is not None and detail:
         from waferflow.parallel import format_report
 
         print(format_report(compiled.parallel, compiled.wafer, report.result), end="")
@@ -400,7 +436,10 @@ def cmd_compile(args: argparse.Namespace) -> int:
             text = f"# {compiled.name} on {compiled.wafer.name}\n\n```\n{report}\n```\n"
             write_text(staged.path(args.report), text)
         for path in staged.commit():
-            print(f"wrote {path}{_TRACE_HINT if args.trace and path == Path(args.trace) else ''}")
+            if detail:
+                print(
+                    f"wrote {path}{_TRACE_HINT if args.trace and path == Path(args.trace) else ''}"
+                )
     return 0
 
 
@@ -413,9 +452,13 @@ def build_parser() -> argparse.ArgumentParser:
         description="Compile PyTorch models onto wafer-scale dataflow chips and score the result.",
         epilog="Run `waferflow COMMAND --help` for the options of one command. Exit status: "
         "0 done, 2 input refused with one message (docs/errors.md), 130 interrupted (Ctrl-C); "
-        "outputs are written only when the run succeeds.",
+        "outputs are written only when the run succeeds (a sweep keeps each finished row "
+        "at once, and writes its tables also when interrupted: docs/sweeps.md).",
     )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    from waferflow import __version__
+
+    parser.add_argument("--version", action="version", version=f"waferflow {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("trace", help="trace a model into waferflow IR",
                        description="Trace a model (on meta tensors) into waferflow IR text.")  # fmt: skip
@@ -478,6 +521,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("plan", metavar="PLAN.json")
     p.add_argument("--wafer", help="wafer preset or TOML (default: the one named in the plan)")
     _add_report_args(p)
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=cmd_simulate)
 
     p = sub.add_parser("compile", help="trace, optimise, place, simulate: the whole path",
@@ -499,7 +543,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_report_args(p)
     p.add_argument("--png", metavar="PLACEMENT.png", help="draw the placement map (.png or .svg)")
     p.add_argument("--report", metavar="REPORT.md", help="write the report as Markdown")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="print the report only: no progress, IR summary, tables or notes")  # fmt: skip
     p.add_argument("--emit", choices=["amcoda"],
                    help="also write the plan as the seed machine's programs (to --emit-dir)")  # fmt: skip
     p.add_argument("--emit-dir", metavar="EXP_DIR",
@@ -532,7 +577,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--export-model", metavar="FILE",
                    help="write the CP-SAT model for reproduction")  # fmt: skip
     p.add_argument("--place-time", type=float, default=10.0, metavar="SECONDS",
-                   help="CP-SAT deterministic time limit (default 10)")  # fmt: skip
+                   help="CP-SAT deterministic seconds for the whole placement (default 10)")  # fmt: skip
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=cmd_place)
 
     p = sub.add_parser("viz", help="draw a saved plan: placement, links, timeline or memory",
@@ -545,9 +591,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", required=True, help="output file, .png or .svg")
     p.set_defaults(func=cmd_viz)
     from waferflow.cli_amcoda import add_amcoda_commands
+    from waferflow.cli_sweep import add_sweep_command
 
     add_amcoda_commands(sub)
+    add_sweep_command(sub)
     return parser
+
+
+def _parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """Parse ``argv``; an option the command does not know is reported with that
+    command's usage (argparse alone would print the top-level one)."""
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        command = getattr(args, "command", None)
+        sub = _subparsers(parser).get(command) if command else None
+        (sub or parser).error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:  # argparse keeps its subparsers only here
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -556,17 +622,39 @@ def main(argv: Sequence[str] | None = None) -> int:
     install()  # first: Ctrl-C from here on ends the run cleanly, imports included
     try:
         parser = build_parser()
-        args = parser.parse_args(argv)
-        return int(args.func(args))
+        args = _parse(parser, argv)
+        if args.command is None:  # bare `waferflow`: the help, as `--help` prints it
+            parser.print_help()
+            return 0
+        from waferflow.progress import reporting
+
+        with reporting("off" if getattr(args, "quiet", False) else "auto"):
+            return int(args.func(args))
+    except BrokenPipeError:  # `waferflow wafers | head`: the reader has what it wanted
+        _quiet_stdout()
+        return 0
     except WaferflowError as err:
         print(f"waferflow: error: {err}", file=sys.stderr)
         return EXIT_USER_ERROR
     except OSError as err:  # unreadable input or unwritable output path
-        print(f"waferflow: error: {err.strerror or err}: {err.filename or ''}", file=sys.stderr)
+        from waferflow.fileio import os_error_text
+
+        print(f"waferflow: error: {os_error_text(err)}", file=sys.stderr)
         return EXIT_USER_ERROR
     except KeyboardInterrupt:
         print("waferflow: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so that the flush at exit does not fail again."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 if __name__ == "__main__":

@@ -191,7 +191,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"waferflow: error: {err}", file=sys.stderr)
         return EXIT_USER_ERROR
     except OSError as err:
-        print(f"waferflow: error: {err.strerror or err}: {err.filename or ''}", file=sys.stderr)
+        from waferflow.fileio import os_error_text
+
+        print(f"waferflow: error: {os_error_text(err)}", file=sys.stderr)
         return EXIT_USER_ERROR
 
 

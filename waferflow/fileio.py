@@ -14,13 +14,21 @@ file in the destination's folder, flush and fsync it, then rename it over the
 destination: whoever looks (a reader, or the user after a crash or SIGKILL) finds the
 old file or the new one, never a partial one. ``Staged`` holds several outputs back
 and renames them together at the end, with Ctrl-C deferred, so that an interrupted
-run writes none of them.
+run writes none of them. ``append_line`` adds one whole line to a journal (one
+``write`` on a file opened for appending, fsynced before it returns) and
+``read_lines`` reads a journal back, cutting off a torn last line left by a crash, so
+a line is either wholly there or not at all. Every writer creates the missing folders
+above its output (``out/run1/plan.json`` makes ``out/run1``); ``check_output``
+refuses, before any work, a path that cannot be written (a file where a folder must be, a folder where
+the file must be, a format its name does not choose), and ``os_error_text`` words an
+``OSError`` for the user.
 """
 
 from __future__ import annotations
 
 import contextlib
 import difflib
+import errno
 import json
 import math
 import os
@@ -38,11 +46,15 @@ __all__ = [
     "MAX_INT_DIGITS",
     "ErrorFactory",
     "Staged",
+    "append_line",
     "atomic_dir",
     "atomic_path",
+    "check_output",
     "decode_text",
     "kind_name",
     "loads_json",
+    "os_error_text",
+    "read_lines",
     "read_text",
     "short",
     "want",
@@ -341,6 +353,43 @@ def write_text(path: str | Path, text: str) -> Path:
     return write_bytes(path, text.encode("utf-8"))
 
 
+def append_line(path: str | Path, line: str) -> None:
+    """Append ``line`` (one line, without its newline) to ``path`` as a single
+    ``write`` on a file opened for appending, fsynced before returning: after a crash
+    the file holds the whole line or none of it, or at worst a torn last line, which
+    ``read_lines`` cuts off."""
+    if "\n" in line:
+        raise ValueError("append_line: the line holds a newline")
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(out, os.O_WRONLY | os.O_APPEND | os.O_CREAT, _FILE_MODE)
+    try:
+        os.write(fd, (line + "\n").encode("utf-8"))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def read_lines(path: str | Path) -> tuple[list[bytes], bool]:
+    """The whole lines of a file written by ``append_line`` (as bytes, without their
+    newlines; ``[]`` when there is no file), and whether a torn last line was found:
+    it is cut off the file, so that the next line appended starts on a line of its own."""
+    file = Path(path)
+    try:
+        data = file.read_bytes()
+    except FileNotFoundError:
+        return [], False
+    except OSError as err:
+        raise WaferflowError(f"{path}: cannot read: {err.strerror or err}") from None
+    whole = data.rfind(b"\n") + 1
+    torn = whole < len(data)
+    if torn:
+        with open(file, "r+b") as f:
+            f.truncate(whole)
+            os.fsync(f.fileno())
+    return data[:whole].splitlines(), torn
+
+
 @contextlib.contextmanager
 def atomic_dir(path: str | Path) -> Iterator[Path]:
     """Yield a fresh temporary folder beside ``path``; when the block ends normally it
@@ -432,3 +481,61 @@ class Staged:
             shutil.rmtree(tmp, ignore_errors=True)
         self._pending.clear()
         self._folders.clear()
+
+
+# -- output paths checked up front, and OS errors in words ---------------------------------
+
+_ERRNO_WORDS = {
+    errno.ENOENT: "does not exist",
+    errno.ENOTDIR: "is under a file, not a directory",
+    errno.EISDIR: "is a directory, not a file",
+    errno.EACCES: "cannot be accessed: permission denied",
+    errno.EPERM: "cannot be accessed: operation not permitted",
+    errno.EEXIST: "exists and is not a directory",
+    errno.ENOSPC: "cannot be written: no space left on the device",
+    errno.EROFS: "cannot be written: the file system is read-only",
+    errno.ENAMETOOLONG: "has a name that is too long",
+}
+
+
+def os_error_text(err: OSError) -> str:
+    """``err`` in words, naming the file: ``out/a exists and is not a directory``."""
+    name = err.filename if err.filename is not None else ""
+    words = _ERRNO_WORDS.get(err.errno or -1)
+    if words is None:
+        words = f"cannot be used: {(err.strerror or str(err)).lower()}"
+    return f"{name} {words}".strip() if name else (err.strerror or str(err))
+
+
+def check_output(
+    path: str | Path, option: str, *, suffixes: tuple[str, ...] = (), folder: bool = False
+) -> None:
+    """Refuse, before any work, an output ``path`` (given to ``option``) that cannot be
+    written: a name whose suffix is not one of ``suffixes`` (the format is chosen by
+    it), an existing folder where a file goes (or a file where ``folder`` goes), or a
+    file where one of the folders above it must be. Missing folders are fine: the
+    writers create them."""
+    out = Path(path)
+    if str(path) in ("", "."):
+        raise WaferflowError(f"{option}: give a file name")
+    if suffixes and out.suffix.lower() not in suffixes:
+        got = f"{out.suffix!r}" if out.suffix else "no extension"
+        raise WaferflowError(
+            f"{option} {short(str(path))}: the name must end in {' or '.join(suffixes)} "
+            f"(the format is chosen by it), got {got}"
+        )
+    if out.exists() and out.is_dir() != folder:
+        kind = "a directory" if out.is_dir() else "a file"
+        want_kind = "directory" if folder else "file"
+        raise WaferflowError(
+            f"{option} {short(str(path))}: {kind} is there, where the {want_kind} goes"
+        )
+    for parent in out.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise WaferflowError(
+                    f"{option} {short(str(path))}: {parent} exists and is not a directory"
+                )
+            if not os.access(parent, os.W_OK | os.X_OK):
+                raise WaferflowError(f"{option} {short(str(path))}: {parent} is not writable")
+            break

@@ -41,7 +41,7 @@ WALL = [  # the wall-clock figures of a report, and the paths written
 def _compile(argv: list[str], out: Path, capsys: pytest.CaptureFixture[str]) -> str:
     report = out.with_suffix(".md")
     code = main(["compile", *argv, "--wafer", "mesh16x16", "--place-time", "0.5",
-                 "-o", str(out), "--report", str(report), "-q"])  # fmt: skip
+                 "-o", str(out), "--report", str(report)])  # fmt: skip
     text = capsys.readouterr().out
     assert code == 0, text
     text += report.read_text(encoding="utf-8")

@@ -11,7 +11,7 @@ import pytest
 from waferflow.cli import EXIT_USER_ERROR, build_parser, main
 from waferflow.ir.parser import parse_graph
 
-SUBCOMMANDS = ["trace", "opt", "passes", "models", "wafers", "simulate", "compile", "viz"]
+SUBCOMMANDS = ["trace", "opt", "passes", "models", "wafers", "simulate", "compile", "viz", "sweep"]
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -239,13 +239,13 @@ def test_compile_parallel_plan_places_with_cpsat(
     traces = [tmp_path / "compile.json", tmp_path / "simulate.json"]
     code, out, _ = run(
         capsys, "compile", "hf:gpt2-tiny", "--wafer", "mesh16x16", "--mode", "train",
-        "--batch", "8", "--plan", "dp=2,tp=4,pp=2,microbatches=4", "--place-time", "2", "-q",
+        "--batch", "8", "--plan", "dp=2,tp=4,pp=2,microbatches=4", "--place-time", "2",
         "-o", str(plan), "--trace", str(traces[0]), "--link-tracks", "--html", str(html),
     )  # fmt: skip
     assert code == 0, out
     for needle in ("strips (default)", "snake", "cp-sat", "solver (floorplan)", "gap", "bound"):
         assert needle in out
-    assert "per-core memory" in out and "step time" in out
+    assert "memory as planned" in out and "step time" in out
     page = html.read_text()
     assert page.count("<table>") == 2 and page.count("<img ") == 4 and 'class="kept"' in page
     # the saved plan keeps its ranks: simulate's trace names them as compile's does

@@ -71,6 +71,21 @@ def test_large_configs_have_the_published_shapes() -> None:
 
 
 @pytest.mark.parametrize(
+    ("spec", "params", "seq"),
+    [
+        ("hf:llama-13b", 13_015_864_320, 2048),  # LLaMA 13B
+        ("hf:llama-70b", 68_976_648_192, 4096),  # Llama 2 70B (grouped-query attention)
+        ("hf:gpt3-175b", 174_604_259_328, 2048),  # GPT-3 175B's shape, dense attention
+    ],
+)
+def test_big_models_by_name_have_the_published_sizes(spec: str, params: int, seq: int) -> None:
+    bundle = load_model(spec)  # on meta: nothing is allocated
+    assert sum(p.numel() for p in bundle.module.parameters()) == params
+    assert all(p.device.type == "meta" for p in bundle.module.parameters())
+    assert bundle.example_inputs[0].shape == (1, seq)
+
+
+@pytest.mark.parametrize(
     ("spec", "kwargs", "error", "match"),
     [
         ("hf:gpt3", {}, TraceError, "hf:gpt2"),

@@ -178,6 +178,29 @@ def test_export_model_for_a_large_problem(tmp_path) -> None:
     assert "variables" in path.read_text()[:2000]
 
 
+def test_the_rank_lns_stops_once_rounds_stop_improving() -> None:
+    """A start no move can improve (no flows): with ``stall_rounds`` the search stops
+    after exactly that many rounds; without, it runs until its budget is spent."""
+    from waferflow.mapper.lns import improve_assignment
+
+    p = AssignProblem(Grid(4, 4), 8, (1,) * 8, (), SRAM)
+    start = tuple(range(8))
+    opts = SolveOptions(time_limit=2.0, seed=1)
+
+    _, _, rounds, better = improve_assignment(p, start, 2.0, opts, -1.0, stall_rounds=3)
+    assert (rounds, better) == (3, 0)
+    _, used, rounds, _ = improve_assignment(p, start, 0.02, opts, -1.0)
+    assert rounds > 3 and used >= 0.019
+
+
+def test_the_rank_lns_budget_scales_with_the_problem() -> None:
+    from waferflow.mapper.lns import MIN_LNS_SECONDS, SECONDS_PER_ACTOR, lns_budget
+
+    assert lns_budget(10, 5.0) == MIN_LNS_SECONDS
+    assert lns_budget(200, 5.0) == pytest.approx(200 * SECONDS_PER_ACTOR)
+    assert lns_budget(10_000, 5.0) == 5.0  # never more than what is left
+
+
 def test_a_slow_clock_changes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     """The search stops on deterministic work only: with a clock that jumps a minute
     at every reading (an extremely loaded machine), the same rounds run and the same

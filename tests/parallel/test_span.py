@@ -119,3 +119,15 @@ def test_the_default_layout_walks_strong_nodes_rather_than_strip_onto_short_ones
     layout = strip_layout(view, 2, 12, 6)
     assert layout.kind == "snake"
     assert not {view.coord(c) for c in layout.all_cores()} & view.nodes_below(1.0)
+
+
+def test_auto_keeps_blocks_inside_dies_whose_links_differ() -> None:
+    from waferflow.ir.target.parts import LinkSpec
+
+    diced = dataclasses.replace(MESH, die_rows=4, die_cols=4, d2d_link=LinkSpec(25e9, 5e-9))
+    plan = parse_plan("dp=2,tp=2,pp=2")  # 8 ranks: 5x5 blocks would leave 9 >= 8.8
+    assert choose_span(MESH, plan).span == 5
+    choice = choose_span(diced, plan)  # 5 cuts the 4x4-core dies; 4 (16 blocks) does not
+    assert choice.span == 4 and choice.view.die_rows == 4 and choice.view.d2d_link is not None
+    same = dataclasses.replace(diced, d2d_link=MESH.link)  # links alike: dies may be cut
+    assert choose_span(same, plan).span == 5

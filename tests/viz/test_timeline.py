@@ -15,6 +15,7 @@ from waferflow.viz.timeline import (
     WAIT_COLOUR,
     _gaps,
     busiest_tracks,
+    merge_bars,
     sample_tracks,
 )
 
@@ -76,13 +77,38 @@ def test_same_input_same_bytes(tmp_path: Path) -> None:
 
 
 def test_gaps_are_the_uncovered_parts_of_the_step() -> None:
-    spans = [
-        Span(0, 2.0, 4.0, K.COMPUTE),
-        Span(0, 3.0, 5.0, K.SEND),
-        Span(0, 7.0, 8.0, K.COMPUTE),
-    ]
-    assert _gaps(spans, 10.0) == [(0.0, 2.0), (5.0, 2.0), (8.0, 2.0)]
+    bars = [(2.0, 2.0), (3.0, 2.0), (7.0, 1.0)]  # (start, width)
+    assert _gaps(bars, 10.0) == [(0.0, 2.0), (5.0, 2.0), (8.0, 2.0)]
     assert _gaps([], 1.0) == [(0.0, 1.0)]
+
+
+def test_bars_closer_than_a_pixel_are_drawn_as_one() -> None:
+    bars = [(5.0, 1.0), (0.0, 1.0), (1.05, 0.5), (1.2, 0.1), (3.0, 0.5)]
+    # 1.05 starts 0.05 after the first ends: merged; 1.2 lies inside it; 3.0 is 1.45 away
+    assert merge_bars(bars, 0.1) == [(0.0, 1.55), (3.0, 0.5), (5.0, 1.0)]
+    assert merge_bars(bars, 0.01) == [(0.0, 1.0), (1.05, 0.5), (3.0, 0.5), (5.0, 1.0)]
+    assert merge_bars([], 1.0) == []
+
+
+def test_a_big_step_draws_a_bounded_number_of_bars(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """20,000 back-to-back actors on one core, each far below a pixel: one bar."""
+    from waferflow.viz import timeline
+
+    spans = tuple(Span(0, i * 1e-9, (i + 1) * 1e-9 - 1e-12, K.COMPUTE, "", "fwd")
+                  for i in range(20_000))  # fmt: skip
+    view = TimelineView(tracks=("core 0",), spans=spans, step_time_s=20e-6)
+    drawn: list[int] = []
+    real = timeline._add_bars
+
+    def counting(ax: object, rects: list, **style: object) -> None:
+        drawn.append(len(rects))
+        real(ax, rects, **style)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(timeline, "_add_bars", counting)
+    plot_timeline(view, tmp_path / "t.png", dpi=DPI)
+    assert drawn == [1]  # one compute bar; no idle gap is wide enough to shade
 
 
 def test_busiest_tracks_keep_original_order() -> None:

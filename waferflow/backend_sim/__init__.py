@@ -17,7 +17,7 @@ from waferflow.backend_sim.costs import (
     transit_ps,
 )
 from waferflow.backend_sim.results import CoreStat, LinkStat, SimResult
-from waferflow.backend_sim.simulate import simulate
+from waferflow.backend_sim.simulate import Run, run_plan, simulate
 
 __all__ = [
     "ComputeModel",
@@ -25,12 +25,14 @@ __all__ = [
     "Estimate",
     "LinkStat",
     "PathStep",
+    "Run",
     "SimConfig",
     "SimResult",
     "compute_ps",
     "core_ps",
     "estimate",
     "roofline_ps",
+    "run_plan",
     "simulate",
     "transit_ps",
 ]

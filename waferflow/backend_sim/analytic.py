@@ -24,13 +24,14 @@ from waferflow.backend_sim.analysis import (
     peak_memory,
     uncontended_transit,
 )
-from waferflow.backend_sim.config import SimConfig
+from waferflow.backend_sim.config import SimConfig, for_wafer
 from waferflow.backend_sim.costs import ps_to_seconds
 from waferflow.backend_sim.engine import CAUSE_ACTOR, CAUSE_BUFFER, CAUSE_MESSAGE, CAUSE_NONE
 from waferflow.backend_sim.network import prepare
 from waferflow.backend_sim.results import SimResult
 from waferflow.ir.plan import Plan
 from waferflow.ir.target.wafer import Wafer
+from waferflow.perf import gc_paused
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,32 @@ class Estimate:
 
 
 def estimate(plan: Plan, wafer: Wafer, config: SimConfig | None = None) -> Estimate:
-    cfg = config or SimConfig()
+    with gc_paused():
+        s = _schedule(plan, wafer, for_wafer(config, wafer))
+        p, start, end, cause_kind, cause_id, inject, data_start, arrive = s
+        n_act, n_pm = len(plan.actors), len(plan.messages)  # then the host's (backend_sim.host)
+        return Estimate(
+            plan=plan,
+            wafer=wafer,
+            step_time_ps=max(end, default=0),
+            actor_start_ps=tuple(start[:n_act]),
+            actor_end_ps=tuple(end[:n_act]),
+            msg_arrive_ps=tuple(arrive[:n_pm]),
+            peak_mem_bytes=tuple(peak_memory(plan, p, start, end, data_start, arrive)),
+            critical_path=critical_path(plan, p, start, end, cause_kind, cause_id, inject, arrive),
+        )
+
+
+def estimate_step(plan: Plan, wafer: Wafer, config: SimConfig | None = None) -> float:
+    """``estimate(...).step_time`` alone (no memory, no critical path): for searches."""
+    with gc_paused():
+        end = _schedule(plan, wafer, for_wafer(config, wafer))[2]
+    return ps_to_seconds(max(end, default=0))
+
+
+def _schedule(plan: Plan, wafer: Wafer, cfg: SimConfig) -> tuple:
+    """The contention-free list schedule: ``(prepared, start, end, cause kind, cause
+    id, inject, data start, arrive)``."""
     p = prepare(plan, wafer, cfg)
     n = len(p.dur)  # the plan's actors, then the host's (backend_sim.host)
     n_msg = len(p.msg_src)
@@ -137,18 +163,7 @@ def estimate(plan: Plan, wafer: Wafer, config: SimConfig | None = None) -> Estim
             if indeg[b] == 0:
                 ready.append(b)
 
-    step = max(end, default=0)
-    n_act, n_pm = len(plan.actors), len(plan.messages)
-    return Estimate(
-        plan=plan,
-        wafer=wafer,
-        step_time_ps=step,
-        actor_start_ps=tuple(start[:n_act]),
-        actor_end_ps=tuple(end[:n_act]),
-        msg_arrive_ps=tuple(arrive[:n_pm]),
-        peak_mem_bytes=tuple(peak_memory(plan, p, start, end, data_start, arrive)),
-        critical_path=critical_path(plan, p, start, end, cause_kind, cause_id, inject, arrive),
-    )
+    return p, start, end, cause_kind, cause_id, inject, data_start, arrive
 
 
-__all__ = ["Estimate", "estimate"]
+__all__ = ["Estimate", "estimate", "estimate_step"]

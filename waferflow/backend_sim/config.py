@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from waferflow.backend_sim.costs import ComputeModel, compute_ps
+from waferflow.backend_sim.costs import ComputeModel, compute_ps, view_packet_bytes
 from waferflow.errors import ConfigError
+from waferflow.ir.target.wafer import Wafer
 
 ENGINES = ("auto", "compiled", "python")  # SimConfig.engine: the event loop to run
 
@@ -13,7 +14,7 @@ ENGINES = ("auto", "compiled", "python")  # SimConfig.engine: the event loop to 
 @dataclass(frozen=True)
 class SimConfig:
     """``packet_bytes`` overrides the wafer's packet size (``flow.packet_bytes``, or
-    ``DEFAULT_PACKET_BYTES`` without flow control). ``route_order`` is the
+    ``costs.view_packet_bytes`` without flow control). ``route_order`` is the
     dimension order of default routes. ``compute`` gives each actor's duration in
     picoseconds (by default ``compute_ps``: the wafer's core model, or the roofline
     when it has none). ``engine`` picks the event loop: ``"auto"`` (compiled with
@@ -41,3 +42,12 @@ class SimConfig:
             raise ConfigError(
                 f"SimConfig.route_order must be 'xy' or 'yx', got {self.route_order!r}"
             )
+
+
+def for_wafer(config: SimConfig | None, wafer: Wafer) -> SimConfig:
+    """``config`` with its packet size settled for ``wafer``: a wafer without flow
+    control gets ``costs.view_packet_bytes`` unless the config names one."""
+    cfg = config or SimConfig()
+    if cfg.packet_bytes is None and wafer.flow is None:
+        return replace(cfg, packet_bytes=view_packet_bytes(wafer))
+    return cfg

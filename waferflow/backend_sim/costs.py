@@ -21,6 +21,7 @@ from waferflow.ir.target.wafer import Wafer
 
 PS_PER_S = 10**12
 DEFAULT_PACKET_BYTES = 4096  # packet size when the wafer has no flow control
+MAX_VIEW_PACKET_BYTES = 65536  # the largest packet view_packet_bytes chooses
 
 # A compute model maps an actor on a wafer to its duration in picoseconds.
 ComputeModel = Callable[[Actor, Wafer], int]
@@ -135,6 +136,29 @@ def ideal_compute_ps(actor: Actor, wafer: Wafer) -> int:
     return duration_ps(actor.flops, peak_flops(wafer, actor.dtype, actor.core))
 
 
+def view_packet_bytes(wafer: Wafer) -> int:
+    """The packet size of a wafer without flow control: the largest power of two from
+    ``DEFAULT_PACKET_BYTES`` up to ``MAX_VIEW_PACKET_BYTES`` whose serialisation on the
+    wafer's link takes no longer than the link's latency (``P / B <= L``).
+
+    The bound: store-and-forward per packet adds ``(h - 1) P / B`` to an uncontended
+    message of ``h`` hops (``transit_ps``: ``h L + S / B + (h - 1) P / B``), so a packet
+    larger than ``P0 = DEFAULT_PACKET_BYTES`` moves a message's transit by at most
+    ``(h - 1) (P - P0) / B <= (h - 1) L``: at most one more hop latency per intermediate
+    hop. Only coarse views choose more than ``P0`` (a ``k x k`` view has ``k`` times
+    the bandwidth and ``k`` times the latency of a fine link, so ``L B`` grows as
+    ``k^2``: 16 KiB on ``wse2@64x`` and ``@84x``, 4 KiB below ``@46x``); there the
+    packet count, and with it the simulator's events, falls by the same factor
+    (docs/simulator.md, "Packet size", gives the measured effect on step times)."""
+    budget = wafer.link.latency * wafer.link.bandwidth * (1 + 1e-9)  # float rounding
+    if wafer.d2d_link is not None:
+        budget = min(budget, wafer.d2d_link.latency * wafer.d2d_link.bandwidth * (1 + 1e-9))
+    p = DEFAULT_PACKET_BYTES
+    while 2 * p <= min(budget, MAX_VIEW_PACKET_BYTES):
+        p *= 2
+    return p
+
+
 def packetize(nbytes: int, packet_bytes: int, header_packets: int = 0) -> tuple[int, int, int]:
     """``(n, full, last)``: a message travels as ``n`` packets, all of ``full`` bytes
     except the last, of ``last`` bytes. Header packets (full size) go first. An empty
@@ -186,6 +210,7 @@ def transit_ps(lat: Sequence[int], ser_full: Sequence[int], ser_last: Sequence[i
 
 __all__ = [
     "DEFAULT_PACKET_BYTES",
+    "MAX_VIEW_PACKET_BYTES",
     "PS_PER_S",
     "ComputeModel",
     "actor_passes",
@@ -202,4 +227,5 @@ __all__ = [
     "roofline_ps",
     "seconds_to_ps",
     "transit_ps",
+    "view_packet_bytes",
 ]

@@ -28,6 +28,7 @@ from waferflow.backend_sim.config import ENGINES
 from waferflow.backend_sim.memory import MemoryRun
 from waferflow.backend_sim.network import Prepared
 from waferflow.errors import ConfigError, PlanError
+from waferflow.progress import phase
 
 # Events are (time_ps, seq, x, k, code). code > 0: packet k of message x arrived at
 # the core after `code` hops. Otherwise code names the event and x is its subject.
@@ -69,7 +70,16 @@ def run(p: Prepared, engine: str = "auto") -> RawRun:
     """Run the event loop: compiled (``engine_jit``, numba) or pure Python, which give
     the same run event for event. ``auto`` compiles when it can: numba is installed,
     the wafer has no memory model (``[memory]`` runs in Python) and no time can
-    overflow 64 bits; ``compiled`` insists (a ``ConfigError`` says why it cannot)."""
+    overflow 64 bits; ``compiled`` insists (a ``ConfigError`` says why it cannot).
+    Progress (``waferflow.progress``, shown only when a caller asks) marks the run as
+    one phase of ``len(p.dur)`` actors; its heartbeat shows life during the loop."""
+    with phase("simulate", total=len(p.dur), unit="actors") as shown:
+        raw = _run(p, engine)
+        shown.update(len(p.dur))
+    return raw
+
+
+def _run(p: Prepared, engine: str) -> RawRun:
     if engine not in ENGINES:
         raise ConfigError(f"engine must be one of {', '.join(ENGINES)}; got {engine!r}")
     if engine != "python":

@@ -218,14 +218,18 @@ class SimResult:
     # -- presentation ----------------------------------------------------------------------
     def summary(self, top: int = 3) -> str:
         plan, step = self.plan, self.step_time_ps
-        real = [c for c in self.cores if not self.wafer.is_switch_node(c.core)]
+        w = self.wafer
+        real = [c for c in self.cores if not w.is_switch_node(c.core)]
         n_used = len(real)  # a switched fabric's switch units run no compute
+        unit = w.unit  # "core", or on a coarse view "node" (of k x k cores)
+        remote = [m for m, h in zip(plan.messages, self.msg_hops, strict=True) if h]
         lines = [
-            f"plan {plan.name!r} on wafer {self.wafer.name!r}: {len(plan.actors)} actors, "
-            f"{len(plan.messages)} messages, {n_used} cores used",
+            f"plan {plan.name!r} on wafer {w.name!r}: {len(plan.actors):,} actors, "
+            f"{len(plan.messages):,} messages ({len(remote):,} between {unit}s, "
+            f"{len(plan.messages) - len(remote):,} within one), {w.units(n_used)} used",
             f"  {'step time':<22}{_fmt_time(step)}",
             f"  {'FLOP utilisation':<22}{100 * self.flop_utilisation:.1f} % "
-            "(ideal compute time / (step x used cores))",
+            f"(ideal compute time / (step x used {unit}s))",
         ]
         if n_used and step:
             tot = step * n_used
@@ -233,13 +237,13 @@ class SimResult:
             comm = sum(c.comm_ps for c in real) / tot
             idle = sum(c.idle_ps for c in real) / tot
             lines.append(
-                f"  {'core time':<22}compute {100 * comp:.1f} %, comm wait {100 * comm:.1f} %, "
+                f"  {unit + ' time':<22}compute {100 * comp:.1f} %, comm wait {100 * comm:.1f} %, "
                 f"idle {100 * idle:.1f} %"
             )
         lines.extend(class_lines(self.op_classes))
-        remote = [m for m, h in zip(plan.messages, self.msg_hops, strict=True) if h]
         lines.append(
-            f"  {'network':<22}{len(remote)} messages, {_fmt_bytes(sum(m.bytes for m in remote))} "
+            f"  {'network':<22}{len(remote):,} messages between {unit}s, "
+            f"{_fmt_bytes(sum(m.bytes for m in remote))} "
             f"sent, {_fmt_bytes(self.total_link_bytes)} x hop on {len(self.link_src)} links, "
             f"queueing {_fmt_time(self.total_queueing_ps)} summed over messages"
         )
@@ -251,8 +255,9 @@ class SimResult:
             worst = max(self.cores, key=lambda c: (c.peak_mem_bytes, -c.core))
             frac = worst.peak_mem_bytes / self.wafer.sram_bytes if self.wafer.sram_bytes else 0.0
             lines.append(
-                f"  {'peak memory':<22}{_fmt_bytes(worst.peak_mem_bytes)} on core "
-                f"{worst.coord} ({100 * frac:.1f} % of {_fmt_bytes(self.wafer.sram_bytes)} SRAM)"
+                f"  {'peak memory (sim)':<22}{_fmt_bytes(worst.peak_mem_bytes)} on {unit} "
+                f"{worst.coord}, the fullest as simulated ({100 * frac:.1f} % of its "
+                f"{_fmt_bytes(self.wafer.sram_bytes)} SRAM)"
             )
         n_act = sum(1 for s in self.critical_path if s.kind == "actor")
         t_act = sum(s.duration_ps for s in self.critical_path if s.kind == "actor")

@@ -1,22 +1,71 @@
-"""``simulate(plan, wafer)``: prepare, run the event engine, assemble a ``SimResult``."""
+"""``simulate(plan, wafer)``: prepare, run the event engine, assemble a ``SimResult``.
+
+``run_plan`` stops before the last step: its ``Run`` knows the step time and assembles
+the full ``SimResult`` only when asked (``Run.result``), so that a caller comparing
+several plans (placement) pays for the figures of the one it keeps only.
+"""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 from waferflow.backend_sim.analysis import (
     core_breakdown,
     critical_path,
     peak_memory,
 )
-from waferflow.backend_sim.config import SimConfig
-from waferflow.backend_sim.costs import compute_ps, ideal_compute_ps, transit_ps
+from waferflow.backend_sim.config import SimConfig, for_wafer
+from waferflow.backend_sim.costs import compute_ps, ideal_compute_ps, ps_to_seconds, transit_ps
 from waferflow.backend_sim.engine import RawRun, run
 from waferflow.backend_sim.network import Prepared, prepare
 from waferflow.backend_sim.results import CoreStat, Occupancy, SimResult
 from waferflow.backend_sim.utilisation import op_classes
 from waferflow.ir.plan import Plan
 from waferflow.ir.target.wafer import Wafer
+from waferflow.perf import gc_paused
+
+
+@dataclass(eq=False)
+class Run:
+    """One simulated step whose ``SimResult`` is assembled on demand (once)."""
+
+    plan: Plan
+    wafer: Wafer
+    config: SimConfig
+    prepared: Prepared = field(repr=False)
+    raw: RawRun = field(repr=False)
+    _result: SimResult | None = field(default=None, repr=False)
+
+    @property
+    def step_time_ps(self) -> int:
+        return max(self.raw.end, default=0)
+
+    @property
+    def step_time(self) -> float:
+        """Seconds per step."""
+        return ps_to_seconds(self.step_time_ps)
+
+    def result(self, plan: Plan | None = None) -> SimResult:
+        """The full result. ``plan`` may replace the plan that ran by an equal one that
+        only spells out the routes the simulation took (``passes.route`` in the
+        simulator's order): the result then refers to it."""
+        if self._result is None or (plan is not None and plan is not self._result.plan):
+            with gc_paused():
+                result = _assemble(plan or self.plan, self.wafer, self.prepared, self.raw)
+            if self.config.compute is compute_ps:  # the class table explains the default model
+                result = replace(result, op_classes=op_classes(result.plan, self.wafer))
+            self._result = result
+        return self._result
+
+
+def run_plan(plan: Plan, wafer: Wafer, config: SimConfig | None = None) -> Run:
+    """Prepare and run one step of ``plan`` on ``wafer``, leaving the assembly of its
+    ``SimResult`` to ``Run.result`` (``simulate`` does both)."""
+    cfg = for_wafer(config, wafer)
+    with gc_paused():
+        p = prepare(plan, wafer, cfg)
+        raw = run(p, cfg.engine)
+    return Run(plan, wafer, cfg, p, raw)
 
 
 def simulate(plan: Plan, wafer: Wafer, config: SimConfig | None = None) -> SimResult:
@@ -24,13 +73,7 @@ def simulate(plan: Plan, wafer: Wafer, config: SimConfig | None = None) -> SimRe
 
     Raises ``VerificationError`` / ``PlanError`` for a malformed plan or one that does
     not fit the wafer (dead cores, bad routes, no path)."""
-    cfg = config or SimConfig()
-    p = prepare(plan, wafer, cfg)
-    raw = run(p, cfg.engine)
-    result = _assemble(plan, wafer, p, raw)
-    if cfg.compute is compute_ps:  # the class table explains the default model only
-        result = replace(result, op_classes=op_classes(plan, wafer))
-    return result
+    return run_plan(plan, wafer, config).result()
 
 
 def _network(p: Prepared, raw: RawRun, n_msg: int) -> tuple[tuple[int, ...], list[int], list[int]]:
@@ -116,4 +159,4 @@ def _assemble(plan: Plan, wafer: Wafer, p: Prepared, raw: RawRun) -> SimResult:
     )
 
 
-__all__ = ["simulate"]
+__all__ = ["Run", "run_plan", "simulate"]

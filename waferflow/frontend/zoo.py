@@ -3,9 +3,9 @@
 Specs:
 
 - ``hf:<name>``: a Hugging Face transformer from a config in code (``zoo_hf``):
-  gpt2, gpt2-medium, gpt2-tiny, gpt3-4l, t17b-4l, llama-7b, llama-tiny, mixtral-8x7b,
-  mixtral-tiny, bert-base, bert-tiny,
-  vit-base, vit-tiny.
+  gpt2, gpt2-medium, gpt2-tiny, gpt3-175b, gpt3-4l, t17b-4l, llama-7b, llama-13b,
+  llama-70b, llama-tiny, mixtral-8x7b, mixtral-tiny, bert-base, bert-tiny, vit-base,
+  vit-tiny.
 - ``cnn:amcoda`` (the AMCoDA seed CNN), ``cnn:amcoda4`` (a 4-conv CNN for the seed
   machine) and ``cnn:resnet-tiny`` (``zoo_cnn``).
 - ``path/to/file.py:factory``: the file is imported by path and ``factory``
@@ -35,6 +35,7 @@ from torch import nn
 
 from waferflow.errors import ConfigError, TraceError, WaferflowError
 from waferflow.frontend import zoo_cnn, zoo_hf
+from waferflow.frontend.catalog import CNNS, SPECS, canonical_model
 from waferflow.frontend.tracer import default_loss
 
 LossFn = Callable[..., torch.Tensor]
@@ -52,41 +53,12 @@ class ModelBundle:
     description: str
 
 
-@dataclass(frozen=True, slots=True)
-class _CNNSpec:
-    factory: Callable[[], nn.Module]
-    input_shape: tuple[int, ...]  # per sample
-    batch: int
-    description: str
-
-
-_CNN: dict[str, _CNNSpec] = {
-    "amcoda": _CNNSpec(
-        zoo_cnn.AmcodaCNN,
-        (16, 56, 56),
-        32,
-        "AMCoDA seed CNN: 3 conv (16-16-32-32, 3x3) + ReLU, 7x7 avg pool, fc 512->16",
-    ),
-    "amcoda4": _CNNSpec(
-        zoo_cnn.AmcodaCNN4,
-        (8, 32, 32),
-        32,
-        "a 4-conv CNN for the seed machine: 8x32x32, 5x5 / 3x3 s2 / 3x3 / 1x1 conv, fc 1024->10",
-    ),
-    "resnet-tiny": _CNNSpec(
-        zoo_cnn.ResNetTiny,
-        (3, 32, 32),
-        8,
-        "tiny residual CNN with batch norm: stem + 2 basic blocks, 32x32 images, 10 classes",
-    ),
+# the CNN zoo's modules (names, sizes and descriptions: ``catalog.CNNS``)
+_CNN_FACTORIES: dict[str, Callable[[], nn.Module]] = {
+    "amcoda": zoo_cnn.AmcodaCNN,
+    "amcoda4": zoo_cnn.AmcodaCNN4,
+    "resnet-tiny": zoo_cnn.ResNetTiny,
 }
-
-
-def list_models() -> list[tuple[str, str]]:
-    """(spec, description) of every zoo model, in a fixed order."""
-    out = [(f"hf:{k}", v.description) for k, v in zoo_hf.SPECS.items()]
-    out += [(f"cnn:{k}", v.description) for k, v in _CNN.items()]
-    return out
 
 
 def _check_size(what: str, value: int | None) -> None:
@@ -107,18 +79,14 @@ def load_model(
     _check_size("seq", seq)
     if dtype is not None and dtype not in DTYPES:
         raise ConfigError(f"dtype {dtype!r}: use one of {', '.join(DTYPES)}")
+    spec = canonical_model(spec)  # case-insensitive; a TraceError with a did-you-mean
     prefix, _, rest = spec.partition(":")
     if prefix == "hf" and rest:
         bundle = _load_hf(spec, rest, batch, seq)
     elif prefix == "cnn" and rest:
         bundle = _load_cnn(spec, rest, batch, seq)
     else:
-        path, sep, factory = spec.rpartition(":")
-        if not (sep and path.endswith(".py")):
-            known = ", ".join(s for s, _ in list_models())
-            raise TraceError(
-                f"unknown model {spec!r}: use one of {known}, or path/to/file.py:factory"
-            )
+        path, _, factory = spec.rpartition(":")
         bundle = _load_file(Path(path), factory, batch, seq)
     return bundle if dtype is None else _cast(bundle, DTYPES[dtype])
 
@@ -139,9 +107,9 @@ def _unknown(spec: str, table: dict[str, Any], prefix: str) -> TraceError:
 
 
 def _load_hf(spec: str, key: str, batch: int | None, seq: int | None) -> ModelBundle:
-    entry = zoo_hf.SPECS.get(key)
+    entry = SPECS.get(key)
     if entry is None:
-        raise _unknown(spec, zoo_hf.SPECS, "hf")
+        raise _unknown(spec, SPECS, "hf")
     if entry.seq is None and seq is not None:
         raise ConfigError(f"{spec} is an image model; it takes no seq (got seq={seq})")
     model, config = zoo_hf.build(entry)
@@ -155,13 +123,13 @@ def _load_hf(spec: str, key: str, batch: int | None, seq: int | None) -> ModelBu
 
 
 def _load_cnn(spec: str, key: str, batch: int | None, seq: int | None) -> ModelBundle:
-    entry = _CNN.get(key)
+    entry = CNNS.get(key)
     if entry is None:
-        raise _unknown(spec, _CNN, "cnn")
+        raise _unknown(spec, CNNS, "cnn")
     if seq is not None:
         raise ConfigError(f"{spec} is an image model; it takes no seq (got seq={seq})")
     with torch.device("meta"):
-        model = entry.factory()
+        model = _CNN_FACTORIES[key]()
     x = torch.empty(batch or entry.batch, *entry.input_shape, device="meta")
     return ModelBundle(spec, model, (x,), zoo_cnn.classification_loss, entry.description)
 

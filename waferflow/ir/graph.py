@@ -11,8 +11,10 @@ import itertools
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from enum import Enum
+from typing import TYPE_CHECKING
 
-import networkx as nx
+if TYPE_CHECKING:
+    import networkx as nx
 
 from waferflow.ir.dtypes import TensorType
 from waferflow.ir.opkind import SOURCES, OpKind
@@ -265,6 +267,8 @@ class Graph:
 
     def to_networkx(self) -> nx.MultiDiGraph:
         """Ops as nodes (by index), one edge per use, keyed by the value's name."""
+        import networkx as nx  # on first use: most commands never build one
+
         g = nx.MultiDiGraph()
         index = {id(op): i for i, op in enumerate(self.ops)}
         for i, op in enumerate(self.ops):

@@ -350,8 +350,12 @@ def _message_doc(m: Message) -> dict[str, Any]:
     }
 
 
+# one encoder for every row (json.dumps with options would build one per call)
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(", ", ": "), allow_nan=False)
+
+
 def _dump(obj: Any) -> str:
-    return json.dumps(obj, ensure_ascii=False, separators=(", ", ": "), allow_nan=False)
+    return _ENCODER.encode(obj)
 
 
 def plan_to_json(plan: Plan) -> str:

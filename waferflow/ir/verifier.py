@@ -16,8 +16,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from types import MappingProxyType
 
-import networkx as nx
-
 from waferflow.errors import VerificationError
 from waferflow.ir.graph import Graph, Op, Value
 from waferflow.ir.opkind import ELEMENTWISE, OpKind
@@ -125,6 +123,8 @@ def graph_problems(graph: Graph) -> list[str]:
 
 
 def _cycle_problems(graph: Graph) -> list[str]:
+    import networkx as nx  # on first use: commands that verify nothing never load it
+
     try:
         cycle = nx.find_cycle(graph.to_networkx())
     except nx.NetworkXNoCycle:

@@ -15,8 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ortools.sat.python import cp_model
-
+from waferflow.mapper._ortools import cp_model
 from waferflow.mapper.problem import AssignProblem
 
 _RESOLUTION = 1e6

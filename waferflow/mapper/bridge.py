@@ -38,7 +38,7 @@ from waferflow.mapper.assign import DIRECT_LIMIT, assignment_report, solve_assig
 from waferflow.mapper.bounds import assignment_lower_bound
 from waferflow.mapper.cost import assignment_cost, assignment_violations
 from waferflow.mapper.cpsat import SolveOptions
-from waferflow.mapper.lns import improve_assignment
+from waferflow.mapper.lns import STALL_ROUNDS, improve_assignment, lns_budget
 from waferflow.mapper.local import swap_descent
 from waferflow.mapper.problem import (
     AssignProblem,
@@ -285,7 +285,9 @@ def refine_ranks(
 ) -> tuple[tuple[int, ...], SolveReport]:
     """Improve ``start`` by swap descent and large-neighbourhood search (CP-SAT on
     windows, hinted with the current placement: never worse); up to ``DIRECT_LIMIT``
-    actors, also the direct CP-SAT model (whose bound then holds for the problem)."""
+    actors, also the direct CP-SAT model (whose bound then holds for the problem). The
+    LNS gets ``lns.lns_budget`` of what is left and stops after ``lns.STALL_ROUNDS``
+    rounds in a row without gain."""
     bad = assignment_violations(problem, start)
     if bad:
         raise PlanError(f"the start layout is not valid on the placement grid: {bad[0]}")
@@ -307,8 +309,11 @@ def refine_ranks(
         if direct.cost < assignment_cost(problem, best):
             best = direct.core_of_actor
         budget -= direct.report.deterministic_time
+    budget = lns_budget(problem.n_actors, budget)
     if budget > 0.05 and assignment_cost(problem, best) > bound * (1 + options.gap_limit):
-        best, dt, rounds, better = improve_assignment(problem, best, budget, options, bound)
+        best, dt, rounds, better = improve_assignment(
+            problem, best, budget, options, bound, stall_rounds=STALL_ROUNDS
+        )
         used += dt
         techniques.append(f"lns:assignment(rounds={rounds},improved={better})")
     _, report = assignment_report(problem, best, bound, options, t0, used, techniques)

@@ -10,11 +10,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ortools.sat.python import cp_model
-
 from waferflow.errors import PlanError, SolverHangError
 from waferflow.fileio import atomic_path
 from waferflow.interrupt import run_interruptible
+from waferflow.mapper._ortools import cp_model
 
 # The hang guard, in CPU seconds of this process per deterministic second per worker: a
 # deterministic second costs about one to three CPU seconds (model loading is not counted

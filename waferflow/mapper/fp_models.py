@@ -15,8 +15,8 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from ortools.sat.python import cp_model
 
+from waferflow.mapper._ortools import cp_model
 from waferflow.mapper.bounds import largest_alive_rectangle, slowest_time_bound
 from waferflow.mapper.problem import DeadCores, FloorplanProblem, Grid, Group, Rect
 

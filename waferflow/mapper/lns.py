@@ -5,8 +5,16 @@ never gets worse), keep improvements, repeat.
 Everything is deterministic: neighbourhoods come from ``random.Random(seed)``, the
 sub-solves run under deterministic time limits, and a search stops when its
 deterministic time or its rounds run out, never on wall-clock time (the same command
-gives the same placement on a quiet and on a loaded machine). The neighbourhood grows while
-sub-problems are solved to optimality without improvement and shrinks when they time out.
+gives the same placement on a quiet and on a loaded machine). The neighbourhood grows
+while sub-problems are solved to optimality without improvement and shrinks when they
+time out.
+
+Budgets that pay (the rank refinement of placement, ``bridge.refine_ranks``): the
+assignment LNS stops once ``STALL_ROUNDS`` rounds in a row improved nothing (each round
+re-solves a neighbourhood that is, by then, as large as it gets, so more of them rarely
+pay: on the placements of ``make demo`` and ``benchmarks/bench_mapper.py``, 70 rounds
+after the first 10 found nothing), and its budget scales with the problem:
+``lns_budget``.
 """
 
 from __future__ import annotations
@@ -23,6 +31,16 @@ from waferflow.mapper.problem import AssignProblem, FloorplanProblem, Rect, cent
 
 _MAX_ROUNDS = 10_000
 _MAX_SUB_VARS = 6_000  # x[a, c] literals per LNS sub-problem
+STALL_ROUNDS = 10  # the assignment LNS stops after this many rounds in a row without gain
+SECONDS_PER_ACTOR = 0.02  # deterministic seconds of assignment LNS per actor
+MIN_LNS_SECONDS = 1.0
+
+
+def lns_budget(n_actors: int, limit: float) -> float:
+    """Deterministic seconds for an assignment LNS of ``n_actors``: ``SECONDS_PER_ACTOR``
+    each (a round frees a few actors; the budget lets every actor be freed a few times
+    over), at least ``MIN_LNS_SECONDS``, never more than ``limit``."""
+    return min(limit, max(MIN_LNS_SECONDS, SECONDS_PER_ACTOR * n_actors))
 
 
 def _slowest(problem: FloorplanProblem, rects: tuple[Rect, ...]) -> int:
@@ -94,11 +112,14 @@ def improve_assignment(
     budget: float,
     options: SolveOptions,
     lower_bound: float,
+    stall_rounds: int | None = None,
 ) -> tuple[tuple[int, ...], float, int, int]:
     """LNS over the assignment model. Neighbourhoods, in turn: a window of cores around a
     random actor (its actors may permute and use the window's free cores), and a
     breadth-first neighbourhood in the flow graph (its actors may use their own cores and
-    the free cores of their bounding box). Returns ``(cores, det. time, rounds, improvements)``."""
+    the free cores of their bounding box). With ``stall_rounds``, stops after that many
+    rounds in a row without improvement. Returns ``(cores, det. time, rounds,
+    improvements)``."""
     grid = problem.grid
     n = problem.n_actors
     rng = random.Random(options.seed)
@@ -112,10 +133,12 @@ def improve_assignment(
     k_max = min(n, 30)
     per_round = max(0.05, min(0.2, budget / 50))
     used = 0.0
-    rounds = better = 0
+    rounds = better = stalled = 0
     alive = set(grid.alive_cores)
     while used < budget - 1e-3 and rounds < _MAX_ROUNDS:  # deterministic work only
         if cur_cost <= lower_bound * (1 + options.gap_limit):
+            break
+        if stall_rounds is not None and stalled >= stall_rounds:
             break
         seed_actor = rng.randrange(n)
         occupants: dict[int, list[int]] = {}
@@ -157,6 +180,7 @@ def improve_assignment(
                 cur, cur_cost = (polished, pc) if pc < cost else (new, cost)
                 better += 1
                 improved = True
+        stalled = 0 if improved else stalled + 1
         if run.status == "OPTIMAL" and not improved:
             k = min(k + 2, k_max)
         elif run.status != "OPTIMAL":

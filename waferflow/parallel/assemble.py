@@ -20,12 +20,22 @@
 
 ``ActorMeta`` keeps, per actor, the buffers it produces and uses, for
 ``plan-memory``.
+
+Only the collectives (their algorithms and step actors), the cores and the per-core
+orders depend on where the ranks run. A program retargeted to another layout
+(``build.retarget``) shares an ``AssemblyMemo`` with the program it came from: the
+compute actors with their buffers, work and residency, the messages into them and the
+host's transfers (their sources as references to items, resolved per layout) are
+worked out once and reused; the result is the same plan, byte for byte, as a fresh
+assembly on that layout.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Any
 
 from waferflow.errors import PlanError
 from waferflow.ir.dtypes import DType
@@ -42,7 +52,7 @@ from waferflow.parallel.collective_lowering import KIND_OF, ScheduleCache, expan
 from waferflow.parallel.lowering_extras import ShiftAndSwitch
 from waferflow.parallel.plan_spec import CollectiveAlgo
 from waferflow.parallel.redistribute import Region
-from waferflow.parallel.shardcost import instance_degrees, op_cost, value_bytes
+from waferflow.parallel.shardcost import division, instance_degrees, share, value_bytes
 from waferflow.parallel.shift import is_shift, reads_shift
 from waferflow.parallel.stages import layer_key, root_value
 from waferflow.parallel.transfers import BufKey, Transfers
@@ -102,15 +112,65 @@ class _A:
     own_work: list[OpWork] = field(default_factory=list)  # its ops' passes (no accumulation)
 
 
+# A reference to the actor that holds an item's result, resolved per layout:
+# >= 0 a compute actor id; < 0 the final actor of member k of collective i, -1 - slot
+Ref = int
+# a data message before de-duplication: (source, actor, bytes, value, remote, region)
+_Data = tuple[Ref, int, int, str, bool, Region]
+
+
+@dataclass
+class AssemblyMemo:
+    """The layout-independent results of assembling one program (module docstring),
+    filled by the first assembly and reused by every layout the program is retargeted
+    to. ``remote`` in ``data`` records which messages crossed cores: the reuse relies on
+    it holding on every layout (ranks never share a core), and a layout where it does
+    not is assembled afresh."""
+
+    acts: list[_A] | None = None  # compute actors, final (their cores are replaced)
+    meta: list[ActorMeta] | None = None  # compute actors' buffers (shared, read-only)
+    # per collective instance: kind, total bytes, result bytes, root, the operand made
+    # last, and per member per operand the (producer, buffer) it reads
+    coll_in: dict[
+        int, tuple[Any, int, list[int], int, int, list[list[list[tuple[Ref, BufKey]]]]]
+    ] = field(default_factory=dict)
+    # per core slot (the program's items, in (stage, rank) order): the data messages into
+    # its actors, and the host's transfers to them
+    data: list[list[_Data]] | None = None
+    host: list[list[HostTransfer]] | None = None
+    # per compute actor, the roofline seconds the per-core orders were made with (an
+    # ADD pass the data messages add later does not count)
+    seconds: dict[int, float] = field(default_factory=dict)
+    # the collectives' choices and schedules for one wafer and algorithm
+    schedules: tuple[Any, Any, dict, dict, dict] | None = None
+
+
 def assemble(prog: Program, wafer: Wafer, algo: CollectiveAlgo | None = None) -> Assembled:
-    return _Assembler(prog, wafer, algo or prog.plan.algo).run()
+    memo = prog.memo.get("assembly")
+    if not isinstance(memo, AssemblyMemo):
+        memo = prog.memo["assembly"] = AssemblyMemo()
+    done = _Assembler(prog, wafer, algo or prog.plan.algo, memo).run()
+    if done is None:  # the memo does not hold on this layout
+        done = _Assembler(prog, wafer, algo or prog.plan.algo, AssemblyMemo()).run()
+    assert done is not None
+    return done
 
 
 class _Assembler(Transfers, ShiftAndSwitch):
-    def __init__(self, prog: Program, wafer: Wafer, algo: CollectiveAlgo) -> None:
+    def __init__(
+        self, prog: Program, wafer: Wafer, algo: CollectiveAlgo, memo: AssemblyMemo
+    ) -> None:
         self.p = prog
         self.wafer = wafer
+        self.memo = memo
         self.cache = ScheduleCache(wafer, algo)
+        shared = memo.schedules
+        if shared is not None and shared[0] is wafer and shared[1] is algo:
+            self.cache._choice, self.cache._sched, self.cache._routes = shared[2:]
+        else:
+            memo.schedules = (wafer, algo, self.cache._choice, self.cache._sched,
+                              self.cache._routes)  # fmt: skip
+        self.expanded: dict[int, Any] = {}  # id(schedule) -> expand(schedule)
         self.acts: list[_A] = []
         self.meta: list[ActorMeta] = []
         self.msgs: list[tuple[int, int, int, bool]] = []  # src, dst, bytes, holds
@@ -126,22 +186,51 @@ class _Assembler(Transfers, ShiftAndSwitch):
         self.acc_flops: dict[int, int] = {}  # compute actor -> FLOPs adding into accumulators
         self.m = prog.microbatches
         self.init_extras()
+        self.coll_base: list[int] = []  # first reference slot of each collective's members
+        # layout-independent figures, cached per op / value / rank for the first pass
+        self._op_static: dict[tuple[int, bool], tuple] = {}
+        self._value_static: dict[int, tuple] = {}
+        self._users_of: dict[int, tuple[bool, tuple[int, ...]]] = {}
+        self._division: dict[tuple, tuple[int, int]] = {}
 
-    def run(self) -> Assembled:
-        for spec in self.p.actors:
-            self.compute_id.append(self._compute(spec))
-        if self.p.plan.recompute:
-            self._recompute()
+    def run(self) -> Assembled | None:
+        memo = self.memo
+        base = 0
+        for ci in self.p.collectives:
+            self.coll_base.append(base)
+            base += len(ci.ranks)
+        first = memo.acts is None
+        if first:
+            for spec in self.p.actors:
+                self.compute_id.append(self._compute(spec))
+            if self.p.plan.recompute:
+                self._recompute()
+        else:
+            assert memo.acts is not None and memo.meta is not None
+            self.compute_id = list(range(len(memo.acts)))
+            self.acts = [_relocated(a, spec.core) for a, spec in
+                         zip(memo.acts, self.p.actors, strict=True)]  # fmt: skip
+            self.meta = list(memo.meta)
         for i in range(len(self.p.collectives)):
             self._ensure(i)
         order = self._order()
+        # the recorded layout does not hold for compute-shift pieces (several actors per
+        # item) or switch units (in-network steps): those programs are assembled afresh
+        if first:
+            n = len(self.compute_id)
+            reusable = self._data_messages(order)
+            self._residency(order)
+            if reusable and not self.shift_parts and not self.unit_order:
+                memo.acts, memo.meta = self.acts[:n], self.meta[:n]
+        elif self.unit_order or not self._replay(order):
+            return None
         order.update(self.unit_order)  # in-network steps, each on a switch unit of its own
-        self._data_messages(order)
-        self._residency(order)
         actors = [
-            Actor(id=i, work=tuple(a.work), **{k: getattr(a, k) for k in _FIELDS})
+            Actor(i, a.name, a.core, a.flops, a.bytes_read, a.bytes_written, a.dtype, a.phase,
+                  a.op_kind, a.module, a.mem_bytes, a.out_bytes, a.stage, a.microbatch, a.layer,
+                  tuple(a.work))
             for i, a in enumerate(self.acts)
-        ]
+        ]  # fmt: skip
         messages = [
             Message(i, s, d, b, route=self.routes.get(i), holds=h,
                     bcast=self.bcast.get(i, -1), last_use=self.last_use.get(i, -1))
@@ -169,24 +258,26 @@ class _Assembler(Transfers, ShiftAndSwitch):
         in_group = {id(op) for op in ops}
         for op in ops:
             per_mb = p.info[op].mode is MbMode.PER_MB
-            osh = p.sharding.ops[op]
-            res_sh = [p.sharding.of(r) for r in op.results]
-            f, br, bw = op_cost(op, osh, res_sh, p.mesh, spec.rank, spec.instance, per_mb)
-            deg = instance_degrees(p.mesh, per_mb)
-            reads = [value_bytes(v, s, deg) for v, s in zip(op.operands, osh.inputs, strict=True)]
-            writes = [value_bytes(r, s, deg) for r, s in zip(op.results, res_sh, strict=True)]
-            shapes = (
-                [shard_shape(v.type.shape, s, deg) for v, s in zip(op.operands, osh.inputs, strict=True)],
-                [shard_shape(r.type.shape, s, deg) for r, s in zip(op.results, res_sh, strict=True)],
-            )  # fmt: skip
-            passes = op_work(op, reads, writes, f, shapes)
-            a.work.extend(passes)
-            a.own_work.extend(passes)
-            for r, nbytes in zip(op.results, writes, strict=True):
-                acc = per_mb and r.name in p.accumulators
+            static = self._static(op, per_mb)
+            osh, reads, writes, results, full_in, part_in, full_out, part_out, shapes, works = (
+                static
+            )
+            parts, index = self._divide(osh, spec.rank, spec.instance, per_mb)
+            cost = op.cost
+            f = share(cost.flops, parts, index)
+            br = cost.bytes_read * part_in // full_in if full_in else cost.bytes_read // parts
+            bw = (
+                cost.bytes_written * part_out // full_out
+                if full_out
+                else cost.bytes_written // parts
+            )
+            work = works.get(f)
+            if work is None:
+                work = works[f] = op_work(op, reads, writes, f, shapes)
+            a.work.extend(work)
+            a.own_work.extend(work)
+            for r, nbytes, acc, grad in results:
                 key: BufKey = (r.name, spec.rank, -2 if acc else spec.instance)
-                # an accumulated sum is a gradient unless the step returns it (the loss)
-                grad = (acc and r not in p.graph.outputs) or r.name in p.gradients
                 meta.produces.append((key, nbytes, "gradients" if grad else "activations"))
                 if acc and spec.instance > 0:  # add into the accumulated sum
                     f += nbytes // r.type.dtype.itemsize
@@ -217,19 +308,63 @@ class _Assembler(Transfers, ShiftAndSwitch):
         self.meta.append(meta)
         return len(self.acts) - 1
 
+    def _static(self, op: Op, per_mb: bool) -> tuple:
+        """The rank-independent figures of one instance of ``op``: its sharding, the
+        bytes of its operands and results on a rank, each result's (value, bytes,
+        accumulated, gradient), the totals of ``shardcost.op_cost``, the (operand, result)
+        shapes on a rank, and its work per FLOP share (filled as shares come up)."""
+        key = (id(op), per_mb)
+        got = self._op_static.get(key)
+        if got is None:
+            p = self.p
+            osh = p.sharding.ops[op]
+            deg = instance_degrees(p.mesh, per_mb)
+            res_sh = [p.sharding.of(r) for r in op.results]
+            reads = [value_bytes(v, s, deg) for v, s in zip(op.operands, osh.inputs, strict=True)]
+            writes = [value_bytes(r, s, deg) for r, s in zip(op.results, res_sh, strict=True)]
+            results = []
+            for r, nbytes in zip(op.results, writes, strict=True):
+                acc = per_mb and r.name in p.accumulators
+                # an accumulated sum is a gradient unless the step returns it (the loss)
+                grad = (acc and r not in p.graph.outputs) or r.name in p.gradients
+                results.append((r, nbytes, acc, grad))
+            full_in = sum(v.type.nbytes for v in op.operands)
+            full_out = sum(v.type.nbytes for v in op.results)
+            shapes = (
+                [shard_shape(v.type.shape, s, deg) for v, s in zip(op.operands, osh.inputs, strict=True)],
+                [shard_shape(r.type.shape, s, deg) for r, s in zip(op.results, res_sh, strict=True)],
+            )  # fmt: skip
+            got = (
+                osh, reads, writes, results, full_in, sum(reads), full_out, sum(writes), shapes, {}
+            )  # fmt: skip
+            self._op_static[key] = got
+        return got
+
+    def _divide(self, osh: Any, rank: int, instance: int, per_mb: bool) -> tuple[int, int]:
+        key = (osh.divided, rank, instance, per_mb)
+        got = self._division.get(key)
+        if got is None:
+            got = self._division[key] = division(osh, self.p.mesh, rank, instance, per_mb)
+        return got
+
     def _used_outside(self, v: Value, in_group: set[int]) -> bool:
-        stack = [v]
-        users = self.p.users
-        while stack:
-            x = stack.pop()
-            if x in self.p.graph.outputs:
-                return True
-            for u in users.get(x, []):
-                if u.kind in VIEWS:
-                    stack.extend(u.results)
-                elif id(u) not in in_group:
-                    return True
-        return False
+        got = self._users_of.get(id(v))
+        if got is None:  # whether v (through views) is an output, and its other users
+            out, found = False, []
+            stack = [v]
+            users = self.p.users
+            outputs = self.p.graph.outputs
+            while stack:
+                x = stack.pop()
+                if x in outputs:
+                    out = True
+                for u in users.get(x, []):
+                    if u.kind in VIEWS:
+                        stack.extend(u.results)
+                    else:
+                        found.append(id(u))
+            got = self._users_of[id(v)] = (out, tuple(found))
+        return got[0] or any(u not in in_group for u in got[1])
 
     def _recompute(self) -> None:
         fwd: dict[tuple[int, int, int], int] = {}
@@ -254,7 +389,11 @@ class _Assembler(Transfers, ShiftAndSwitch):
         if i not in self.coll_final:
             self._collective(i, self.p.collectives[i])
 
-    def _collective(self, index: int, ci: CollInstance) -> None:
+    def _inputs(self, index: int, ci: CollInstance) -> tuple:
+        """What collective instance ``index`` moves and reads, for every layout."""
+        got = self.memo.coll_in.get(index)
+        if got is not None:
+            return got
         p = self.p
         op = ci.op
         per_mb = p.info[op].mode is MbMode.PER_MB
@@ -274,65 +413,82 @@ class _Assembler(Transfers, ShiftAndSwitch):
                 total += out_bytes[-1]
             else:
                 total += in_bytes
-        kind = KIND_OF[op.kind]
         root = int(op.attrs.get("root", 0) or 0)  # type: ignore[arg-type]
+        if is_shift(op):  # two blocks live at a time, never the whole operand
+            out_bytes = [min(b, 2 * -(-b // len(ci.ranks))) for b in out_bytes]
+        # the input actor of each member: the latest producer of any operand
+        latest = max(
+            range(len(op.operands)), key=lambda i: self._position(root_value(op.operands[i]))
+        )
+        reads = [
+            [[(ref, k) for ref, k, _ in self._producers(op, v, rank, ci.instance, per_mb)]
+             for v in op.operands]
+            for rank in ci.ranks
+        ]  # fmt: skip
+        done = (KIND_OF[op.kind], total, out_bytes, root, latest, reads)
+        self.memo.coll_in[index] = done
+        return done
+
+    def _collective(self, index: int, ci: CollInstance) -> None:
+        p = self.p
+        op = ci.op
+        per_mb = p.info[op].mode is MbMode.PER_MB
+        ins = p.sharding.ops[op].inputs
+        kind, total, out_bytes, root, latest, reads = self._inputs(index, ci)
+        # resolving a reference lowers the collective it names first, operand by operand
+        entries: list[int | None] = []
+        deps: list[list[tuple[int, BufKey]]] = []
+        for per_operand in reads:
+            resolved = [[(self._resolve(r), k) for r, k in refs] for refs in per_operand]
+            got = resolved[latest]
+            entries.append(got[-1][0] if got else None)
+            deps.append(got + [x for i, xs in enumerate(resolved) if i != latest for x in xs])
         shift = is_shift(op)  # the blocks rotate around the ring while the matmul runs
         per_rank = total // len(ci.ranks) if op.kind is K.ALL_GATHER else total
         innet = not shift and self.use_innet(op.kind, ci.cores, per_rank, total)
         sched = self.cache.schedule(kind, ci.cores, total, root, Algorithm.RING if shift else None)
         how = "shift" if shift else "innet" if innet else sched.algorithm.value
         key = (op.results[0].name, op.kind.value, ci.axis.value, how, len(ci.ranks), total)
-        if shift:  # two blocks live at a time, never the whole operand
-            out_bytes = [min(b, 2 * -(-b // len(ci.ranks))) for b in out_bytes]
         self.records[key] = self.records.get(key, 0) + 1
-        ex = expand(sched)
-        # the input actor of each member: the latest producer of any operand
-        latest = max(
-            range(len(op.operands)), key=lambda i: self._position(root_value(op.operands[i]))
-        )
-        entries: list[int | None] = []
-        deps: list[list[tuple[int, BufKey]]] = []
-        for rank in ci.ranks:
-            got = [x for i, v in enumerate(op.operands)
-                   for x in self._producers(op, v, rank, ci.instance, per_mb)
-                   if i == latest]  # fmt: skip
-            others = [x for i, v in enumerate(op.operands) if i != latest
-                      for x in self._producers(op, v, rank, ci.instance, per_mb)]  # fmt: skip
-            entries.append(got[-1][0] if got else None)
-            deps.append([(a, k) for a, k, _ in got + others])
+        got_ex = self.expanded.get(id(sched))
+        if got_ex is None:
+            ex = expand(sched)
+            pieces: dict[tuple[int, int], list[int]] = {}  # (member, step) -> bytes received
+            for step, _, dst, nbytes in ex.transfers:
+                pieces.setdefault((dst, step), []).append(nbytes)
+            got_ex = self.expanded[id(sched)] = (ex, pieces)
+        ex, pieces = got_ex
         steps: list[list[int]] = [[] for _ in ci.ranks]
         v0 = op.operands[0]
         itemsize = v0.type.dtype.itemsize
+        dtype = v0.type.dtype if v0.type.dtype.is_float else DType.F32
         name = f"{op.results[0].name}.s{ci.stage}.{ci.block}"
+        block = str(ci.block)
         mb = max(ci.instance, 0)
+        layer = layer_key(op.prov.module)
 
         hops = _span(ci.cores, self.wafer.cols)
         link = self.wafer.link
 
-        pieces: dict[tuple[int, int], list[int]] = {}  # (member, step) -> bytes received
-        for step, _, dst, nbytes in ex.transfers:
-            pieces.setdefault((dst, step), []).append(nbytes)
-
         def new(member: int, step: int, label: str, got: int, reduced: int) -> int:
             rank = ci.ranks[member]
-            self.step_need[len(self.acts)] = got / link.bandwidth + hops * link.latency
-            a = _A(f"{name}.r{rank}.{label}", ci.cores[member], flops=reduced // itemsize,
-                   bytes_read=2 * reduced + (got - reduced), bytes_written=got,
-                   dtype=v0.type.dtype if v0.type.dtype.is_float else DType.F32,
-                   phase=op.phase, op_kind=op.kind, module=op.prov.module,
-                   stage=ci.stage, microbatch=mb, layer=layer_key(op.prov.module))  # fmt: skip
+            aid = len(self.acts)
+            self.step_need[aid] = got / link.bandwidth + hops * link.latency
+            a = _A(f"{name}.r{rank}.{label}", ci.cores[member], reduced // itemsize,
+                   2 * reduced + (got - reduced), got, dtype, op.phase, op.kind,
+                   op.prov.module, 0, 0, ci.stage, mb, layer)  # fmt: skip
             got_pieces = pieces.get((member, step), [])
             if got_pieces:  # copy what arrived, or add it into this rank's own buffer
                 own = max(got_pieces)
                 reads = (*got_pieces, own) if reduced else tuple(got_pieces)
                 a.work.append(OpWork(op.kind, a.flops, reads, (own,) if reduced else (got,)))
             self.acts.append(a)
-            meta = ActorMeta(str(ci.block))
+            meta = ActorMeta(block)
             meta.uses.extend(k for _, k in deps[member])
             meta.produces.append(((f"{a.name}.tmp", rank, 0), got, "activations"))
             self.meta.append(meta)
-            steps[member].append(len(self.acts) - 1)
-            return len(self.acts) - 1
+            steps[member].append(aid)
+            return aid
 
         if innet:  # the switches add and copy: each rank sends its input and receives
             ins_ = [
@@ -394,6 +550,7 @@ class _Assembler(Transfers, ShiftAndSwitch):
         core does not stall on it); whatever is left runs before block L. Every rank
         of a group sees the same items and estimates, so all place them alike."""
         order: dict[int, list[int]] = {}
+        seconds = self.memo.seconds
         for core, items in self.p.items.items():
             ids: list[int] = []
             queue: deque[int] = deque()
@@ -412,7 +569,10 @@ class _Assembler(Transfers, ShiftAndSwitch):
                     if aid in self._placed:
                         continue
                     ids.append(aid)
-                    credit += self._seconds(aid)
+                    t = seconds.get(aid)
+                    if t is None:
+                        t = seconds[aid] = self._seconds(aid)
+                    credit += t
                     while queue and credit >= self.step_need.get(queue[0], 0.0):
                         ids.append(queue.popleft())
                         credit = 0.0
@@ -428,50 +588,71 @@ class _Assembler(Transfers, ShiftAndSwitch):
         w = self.wafer
         return max(a.flops / w.peak(a.dtype), (a.bytes_read + a.bytes_written) / w.sram_bandwidth)
 
-    def _item_actor(self, it: Item) -> int:
+    def _item_ref(self, it: Item) -> Ref:
         if it.actor >= 0:
-            return self.compute_id[it.actor]
-        self._ensure(it.coll)
-        return self.coll_final[it.coll][it.member]
+            return it.actor
+        return -1 - (self.coll_base[it.coll] + it.member)
+
+    def _resolve(self, ref: Ref) -> int:
+        if ref >= 0:
+            return self.compute_id[ref]
+        slot = -1 - ref
+        i = bisect_right(self.coll_base, slot) - 1
+        self._ensure(i)
+        return self.coll_final[i][slot - self.coll_base[i]]
+
+    def _item_actor(self, it: Item) -> int:
+        return self._resolve(self._item_ref(it))
 
     def _producers(
         self, consumer: Op, v: Value, rank: int, inst: int, consumer_per_mb: bool
-    ) -> list[tuple[int, BufKey, int]]:
-        """(actor, buffer, bytes) of every instance of ``v`` the consumer reads."""
-        root = root_value(v)
-        prod = root.producer
-        if prod is None or prod.is_source:
+    ) -> list[tuple[Ref, BufKey, int]]:
+        """(reference, buffer, bytes) of every instance of ``v`` the consumer reads."""
+        st = self._value_static.get(id(v))
+        if st is None:
+            root = root_value(v)
+            prod = root.producer
+            if prod is None or prod.is_source:
+                st = (root, None, False, 0, False)
+            else:
+                per_mb = self.p.info[prod].mode is MbMode.PER_MB
+                sh = self.p.sharding.of(root)
+                nbytes = value_bytes(root, sh, instance_degrees(self.p.mesh, per_mb))
+                acc = per_mb and root.name in self.p.accumulators
+                st = (root, prod, per_mb, nbytes, acc)
+            self._value_static[id(v)] = st
+        root, prod, per_mb, nbytes, acc = st
+        if prod is None:
             return []
-        pi = self.p.info[prod]
-        per_mb = pi.mode is MbMode.PER_MB
         if per_mb:
             insts = [inst] if (consumer_per_mb and inst >= 0) else list(range(self.m))
         else:
             insts = [-1]
-        sh = self.p.sharding.of(root)
-        nbytes = value_bytes(root, sh, instance_degrees(self.p.mesh, per_mb))
-        acc = per_mb and root.name in self.p.accumulators
         out = []
+        producer = self.p.producer
         for k in insts:
-            it = self.p.producer.get((prod, rank, k))
+            it = producer.get((prod, rank, k))
             if it is None:
                 raise PlanError(
                     f"internal: no instance {k} of %{root.name} on rank {rank} for "
                     f"{consumer.kind.value} %{consumer.results[0].name if consumer.results else ''}"
                 )
-            out.append((self._item_actor(it), (root.name, rank, -2 if acc else k), nbytes))
+            out.append((self._item_ref(it), (root.name, rank, -2 if acc else k), nbytes))
         if acc and len(out) > 1:
             out = out[-1:]  # accumulated in place: the last instance holds the sum
         return out
 
-    def _data_messages(self, order: dict[int, list[int]]) -> None:
+    def _data_messages(self, order: dict[int, list[int]]) -> bool:
+        """The messages into compute actors, core by core. Records them (sources as
+        references, before de-duplication) per core slot for the other layouts; False
+        when a source is its own consumer (then the record is not reusable)."""
         spec_of = {aid: spec for spec, aid in zip(self.p.actors, self.compute_id, strict=True)}
-        sent: dict[tuple[int, str, int], int] = {}  # (src, value, core) -> message
-        local: set[tuple[int, int]] = set()
+        slot_of = {core: i for i, core in enumerate(self.p.items)}
+        data: list[list[_Data]] = [[] for _ in slot_of]
         core_of = [a.core for a in self.acts]
-        recompute = self.p.plan.recompute
-        groups: dict[tuple[int, str, Region], list[int]] = {}  # same piece to many cores
+        reusable = True
         for core in sorted(order):
+            rec = data[slot_of[core]]
             for aid in order[core]:
                 spec = spec_of.get(aid)
                 if spec is None:
@@ -488,35 +669,73 @@ class _Assembler(Transfers, ShiftAndSwitch):
                             continue
                         found = self._pieces(op, i, spec, per_mb)
                         sums: dict[Region, list[int]] = {}
-                        for src, key, nbytes, region, partial in found:
+                        for ref, key, nbytes, region, partial in found:
+                            src = self._resolve(ref)
                             if src == aid:
+                                reusable = False
                                 continue
                             meta.uses.append(key)
                             if partial:
                                 sums.setdefault(region, []).append(nbytes)
-                            if core_of[src] != core:
+                            remote = core_of[src] != core
+                            if remote:
                                 meta.received.setdefault(key, nbytes)
-                                m = sent.get((src, key[0], core))
-                                if m is not None:
-                                    self.last_use[m] = aid
-                                    continue
-                                m = sent[(src, key[0], core)] = len(self.msgs)
-                                self.msgs.append((src, aid, nbytes, True))
-                                if region:
-                                    groups.setdefault((src, key[0], region), []).append(m)
-                            elif (src, aid) not in local:
-                                local.add((src, aid))
-                                # with recompute a backward actor rebuilds the forward
-                                # values it reads: the forward buffer is not kept for it
-                                holds = not (
-                                    recompute
-                                    and self.meta[src].block.startswith("F")
-                                    and meta.block.startswith("B")
-                                )
-                                self.msgs.append((src, aid, 0, holds))
+                            rec.append((ref, aid, nbytes, key[0], remote, region))
                         for parts in sums.values():
                             if len(parts) > 1:  # the consumer adds the partial sums first
                                 self._add_pass(aid, v, parts)
+        self._emit_data(data, slot_of)
+        self.memo.data = data if reusable else None
+        return reusable
+
+    def _replay(self, order: dict[int, list[int]]) -> bool:
+        """The recorded data messages and host transfers on this layout; False when a
+        message does not cross cores as it did where it was recorded."""
+        data, host = self.memo.data, self.memo.host
+        if data is None or host is None:
+            return False
+        slot_of = {core: i for i, core in enumerate(self.p.items)}
+        core_of = [a.core for a in self.acts]
+        for core in order:
+            for ref, aid, _, _, remote, _ in data[slot_of[core]]:
+                src = self._resolve(ref)
+                if src == aid or (core_of[src] != core) != remote:
+                    return False
+        self._emit_data(data, slot_of)
+        for core in sorted(order):
+            self.host.extend(host[slot_of[core]])
+        if self.wafer.host is not None:
+            self._host_outputs()
+        return True
+
+    def _emit_data(self, data: list[list[_Data]], slot_of: dict[int, int]) -> None:
+        sent: dict[tuple[int, str, int], int] = {}  # (src, value, core) -> message
+        local: set[tuple[int, int]] = set()
+        groups: dict[tuple[int, str, Region], list[int]] = {}  # same piece to many cores
+        recompute = self.p.plan.recompute
+        meta = self.meta
+        for core in sorted(slot_of):
+            for ref, aid, nbytes, value, remote, region in data[slot_of[core]]:
+                src = self._resolve(ref)
+                if remote:
+                    m = sent.get((src, value, core))
+                    if m is not None:
+                        self.last_use[m] = aid
+                        continue
+                    m = sent[(src, value, core)] = len(self.msgs)
+                    self.msgs.append((src, aid, nbytes, True))
+                    if region:
+                        groups.setdefault((src, value, region), []).append(m)
+                elif (src, aid) not in local:
+                    local.add((src, aid))
+                    # with recompute a backward actor rebuilds the forward values it
+                    # reads: the forward buffer is not kept for it
+                    holds = not (
+                        recompute
+                        and meta[src].block.startswith("F")
+                        and meta[aid].block.startswith("B")
+                    )
+                    self.msgs.append((src, aid, 0, holds))
         for ids in groups.values():
             if len(ids) > 1:
                 for m in ids:
@@ -525,6 +744,8 @@ class _Assembler(Transfers, ShiftAndSwitch):
     def _residency(self, order: dict[int, list[int]]) -> None:
         spec_of = {aid: spec for spec, aid in zip(self.p.actors, self.compute_id, strict=True)}
         host = self.wafer.host is not None
+        slot_of = {core: i for i, core in enumerate(self.p.items)}
+        recorded: list[list[HostTransfer]] = [[] for _ in slot_of]
         for core in sorted(order):
             first: dict[str, tuple[int, int, str]] = {}
             # what the host streams in: per source, or per micro-batch of a source split
@@ -564,11 +785,19 @@ class _Assembler(Transfers, ShiftAndSwitch):
                 self.meta[aid].resident.append((name, nbytes, cat))
             for (name, _), (aid, nbytes) in sent.items():
                 last = last_user[(name, _)]
-                self.host.append(
+                recorded[slot_of[core]].append(
                     HostTransfer(aid, nbytes, name, last_use=-1 if last == aid else last)
                 )
+            self.host.extend(recorded[slot_of[core]])
+        self.memo.host = recorded
         if host:
             self._host_outputs()
+
+
+def _relocated(a: _A, core: int) -> _A:
+    return _A(a.name, core, a.flops, a.bytes_read, a.bytes_written, a.dtype, a.phase,
+              a.op_kind, a.module, a.mem_bytes, a.out_bytes, a.stage, a.microbatch, a.layer,
+              list(a.work))  # fmt: skip
 
 
 def _span(cores: tuple[int, ...], cols: int) -> int:
@@ -594,8 +823,5 @@ def _dtype(op: Op) -> DType:
             return v.type.dtype
     return DType.F32
 
-
-_FIELDS = ("name", "core", "flops", "bytes_read", "bytes_written", "dtype", "phase", "op_kind",
-           "module", "mem_bytes", "out_bytes", "stage", "microbatch", "layer")  # fmt: skip
 
 __all__ = ["ActorMeta", "Assembled", "CollectiveRecord", "assemble"]

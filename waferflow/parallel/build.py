@@ -30,7 +30,8 @@ follow a reduction to the root (the optimizer).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from waferflow.errors import PlanError
 from waferflow.ir.graph import Graph, Op, Phase, Value
@@ -115,7 +116,6 @@ class Item:
     member: int = -1  # position of this rank in the collective's group
     late: bool = False  # in block L
     spread: bool = False  # a gradient collective overlapped with the backward
-    hoisted: bool = False  # a gradient collective moved up from block L
 
 
 @dataclass
@@ -139,6 +139,9 @@ class Program:
     gradients: set[str] = field(default_factory=set)  # values that only feed the optimizer
     # partial sums over micro-batches read after the last one: summed in place
     accumulators: set[str] = field(default_factory=set)
+    # shared with the program's retargeted copies: the assembly keeps here what it
+    # worked out that does not depend on the layout (``assemble.AssemblyMemo``)
+    memo: dict[str, Any] = field(default_factory=dict)
 
     @property
     def microbatches(self) -> int:
@@ -471,39 +474,79 @@ def build_program(
     return prog
 
 
+def retarget(prog: Program, layout: Layout) -> Program:
+    """``prog`` with every (stage, rank) moved to its core in ``layout``. The schedule
+    does not depend on where the ranks run, so this is the program ``build_program``
+    would make for ``layout``; it shares everything else (and its assembly memo)."""
+    old = prog.layout
+    move = {
+        old.core(s, r): layout.core(s, r)
+        for s in range(old.num_stages)
+        for r in range(len(old.cores[s]))
+    }
+    return replace(
+        prog,
+        layout=layout,
+        items={move[c]: items for c, items in prog.items.items()},
+        actors=[replace(a, core=move[a.core]) for a in prog.actors],
+        collectives=[replace(c, cores=tuple(move[x] for x in c.cores)) for c in prog.collectives],
+    )
+
+
+def input_items(prog: Program, ci: CollInstance, rank: int) -> list[Item]:
+    """The items that make the inputs of collective ``ci`` on ``rank`` (every
+    micro-batch's, for an input made per micro-batch)."""
+    srcs = []
+    for v in ci.op.operands:
+        p = root_value(v).producer
+        if p is None or p.is_source:
+            continue
+        m = prog.microbatches if prog.info[p].mode is MbMode.PER_MB else 1
+        for k in range(m) if m > 1 else [-1]:
+            src = prog.producer.get((p, rank, k))
+            if src is not None:
+                srcs.append(src)
+    return srcs
+
+
 def _hoist(prog: Program, core: int, rank: int, *, spread: bool = True) -> None:
     """Move gradient collectives of block L up to just after their inputs are ready
     (in the last backward block). Marked ``spread`` (with ``overlap``), ``lower``
     runs their steps one per following compute actor, overlapping the reduction
     with the backward; otherwise they run right there (ZeRO-2/3 without overlap).
-    Every rank of a group moves the same items the same way (same template)."""
+    Every rank of a group moves the same items the same way (same template).
+
+    A moved item goes right after the latest of its inputs and after the items already
+    moved there, so it joins the run of moved items that follows one unmoved item of
+    the backward (its *anchor*): runs are kept per anchor, and the order is rebuilt
+    once at the end (no list scans per item)."""
     items = prog.items[core]
     start = next((i for i, it in enumerate(items) if it.late), len(items))
-    head, rest = items[:start], []
+    head = items[:start]
+    rest: list[Item] = []
+    anchor: dict[Item, int] = {it: i for i, it in enumerate(head)}
+    runs: dict[int, list[Item]] = {}
     for it in items[start:]:
         if it.coll < 0:
             rest.append(it)
             continue
         ci = prog.collectives[it.coll]
-        srcs = []
-        for v in ci.op.operands:
-            p = root_value(v).producer
-            if p is None or p.is_source:
-                continue
-            m = prog.microbatches if prog.info[p].mode is MbMode.PER_MB else 1
-            for k in range(m) if m > 1 else [-1]:
-                src = prog.producer.get((p, rank, k))
-                if src is not None:
-                    srcs.append(src)
-        where = [head.index(x) for x in srcs if x in head]
+        srcs = input_items(prog, ci, rank)
+        where = [anchor[x] for x in srcs if x in anchor]
         if not srcs or len(where) < len(srcs):
             rest.append(it)
             continue
-        pos = max(where) + 1
-        while pos < len(head) and head[pos].hoisted:
-            pos += 1  # after the collectives already moved here, in order
-        head.insert(pos, Item(coll=it.coll, member=it.member, spread=spread, hoisted=True))
-        prog.producer[(ci.op, rank, ci.instance)] = head[pos]
+        at = max(where)
+        moved = Item(coll=it.coll, member=it.member, spread=spread)
+        runs.setdefault(at, []).append(moved)
+        anchor[moved] = at
+        prog.producer[(ci.op, rank, ci.instance)] = moved
+    if runs:
+        out: list[Item] = []
+        for i, x in enumerate(head):
+            out.append(x)
+            out.extend(runs.get(i, ()))
+        head = out
     prog.items[core] = head + rest
 
 
@@ -548,4 +591,5 @@ __all__ = [
     "build_program",
     "classify",
     "make_groups",
+    "retarget",
 ]

@@ -17,6 +17,7 @@ and the last step actor of a rank holds its result.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -189,19 +190,19 @@ def wire(
     start actor with ``make_start``)."""
     n = len(entry)
     actor_at: list[dict[int, int]] = [{} for _ in range(n)]
-    first: list[int] = []
+    steps_of: list[list[int]] = []  # per member: its steps, ascending (ex.steps is sorted)
+    actors_of: list[list[int]] = []  # per member: its first actor, then one per step
     for i in range(n):
         e = entry[i]
-        first.append(e if e is not None else make_start(i))
+        actors_of.append([e if e is not None else make_start(i)])
+        steps_of.append([])
         for j, got, reduced in ex.steps[i]:
-            actor_at[i][j] = make_step(i, j, got, reduced)
+            a = actor_at[i][j] = make_step(i, j, got, reduced)
+            steps_of[i].append(j)
+            actors_of[i].append(a)
 
     def latest_before(i: int, step: int) -> int:
-        best, best_j = first[i], -1
-        for j, a in actor_at[i].items():
-            if best_j < j < step:
-                best, best_j = a, j
-        return best
+        return actors_of[i][bisect_left(steps_of[i], step)]
 
     for step, src, dst, nbytes in ex.transfers:
         message(latest_before(src, step), actor_at[dst][step], nbytes)

@@ -46,6 +46,7 @@ from waferflow.parallel.shift import decide_shifts
 from waferflow.parallel.span import SpanChoice, choose_span
 from waferflow.parallel.stages import StageAssignment, assign_stages, layer_modes
 from waferflow.parallel.zero import apply_zero
+from waferflow.perf import gc_paused
 
 
 @dataclass
@@ -98,8 +99,13 @@ class ParallelResult:
 
     def summary(self) -> str:
         lines = [
-            f"parallel plan {self.spec}: {len(self.plan.actors)} actors on "
-            f"{self._cores()} cores, {len(self.plan.messages)} messages",
+            f"parallel plan {self.spec}: {len(self.plan.actors):,} actors on "
+            + (
+                self.wafer.units(self._cores())
+                if self.wafer is not None
+                else f"{self._cores():,} cores"
+            )
+            + f", {len(self.plan.messages):,} messages",
             *([self.span_note] if self.span_note else []),
             self.memory.summary(),
         ]
@@ -234,10 +240,11 @@ def schedule(graph: Graph, state: ParallelState, layout: Layout | None = None) -
     return prog
 
 
-def lower(state: ParallelState, algo: CollectiveAlgo | None = None) -> Plan:
+def lower(state: ParallelState, algo: CollectiveAlgo | None = None, *, verify: bool = True) -> Plan:
     assert state.program is not None
     done = assemble(state.program, state.wafer, algo)
-    verify_plan(done.plan, state.wafer)
+    if verify:
+        verify_plan(done.plan, state.wafer)
     state.actor_plan, state.meta, state.records = done.plan, done.meta, done.collectives
     state.diagnostics += [d for d in done.diagnostics if d not in state.diagnostics]
     return done.plan
@@ -289,16 +296,33 @@ def run_in_place(
 ) -> ParallelResult:
     """``build_parallel_plan`` on ``g`` itself (collectives are inserted into it)."""
     model_flops = g.total_cost().flops
-    state = parallelize(g, wafer, spec)
-    insert(g, state)
-    schedule(g, state, layout)
-    plan = lower(state)
-    report = memory(state, check=check_memory)
-    assert state.layout is not None
+    state = build_state(g, wafer, spec, layout=layout, check_memory=check_memory)
+    assert state.layout is not None and state.actor_plan is not None
+    assert state.memory is not None
     return make_result(
-        g, state, plan=plan, memory=report, layout=state.layout, records=state.records,
-        model_flops=model_flops,
+        g, state, plan=state.actor_plan, memory=state.memory, layout=state.layout,
+        records=state.records, model_flops=model_flops,
     )  # fmt: skip
+
+
+def build_state(
+    g: Graph,
+    wafer: Wafer,
+    spec: ParallelPlan | str,
+    *,
+    layout: Layout | None = None,
+    check_memory: bool = True,
+    verify: bool = True,
+) -> ParallelState:
+    """Every step on ``g`` itself, keeping the state (``place_state`` takes it on
+    without scheduling again, and verifies the plan it keeps)."""
+    with gc_paused():
+        state = parallelize(g, wafer, spec)
+        insert(g, state)
+        schedule(g, state, layout)
+        lower(state, verify=verify)
+        memory(state, check=check_memory)
+    return state
 
 
 def make_result(
@@ -342,6 +366,7 @@ __all__ = [
     "ParallelState",
     "batch_size",
     "build_parallel_plan",
+    "build_state",
     "clone_graph",
     "default_layout",
     "insert",

@@ -78,10 +78,10 @@ class CoreMemory:
     def most_part(self, category: str) -> int:
         return dict(self.most).get(category, 0)
 
-    def describe(self) -> str:
+    def describe(self, unit: str = "core") -> str:
         parts = ", ".join(f"{c} {fmt_bytes(b)}" for c, b in self.breakdown if b)
         return (
-            f"core {self.coord} (stage {self.stage}): needs {fmt_bytes(self.peak_bytes)} "
+            f"{unit} {self.coord} (stage {self.stage}): needs {fmt_bytes(self.peak_bytes)} "
             f"({parts or 'nothing'}), has {fmt_bytes(self.capacity_bytes)}"
         )
 
@@ -93,6 +93,7 @@ class MemoryReport:
     plan_name: str = ""
     wafer_name: str = ""
     suggestions: tuple[str, ...] = field(default=())
+    unit: str = "core"  # what each entry is: a core, or on a coarse view a node (Wafer.unit)
 
     @property
     def fits(self) -> bool:
@@ -111,7 +112,7 @@ class MemoryReport:
 
     def rows(self, k: int = 8) -> tuple[list[str], list[list[str]]]:
         """Header and rows of the ``k`` fullest cores: peak and what it is made of."""
-        head = ["core", "stage", "peak", "capacity", *CATEGORIES]
+        head = [self.unit, "stage", "planned peak", "capacity", *CATEGORIES]
         body = []
         for c in self.top(k):
             body.append([str(c.coord), str(c.stage), fmt_bytes(c.peak_bytes),
@@ -126,25 +127,25 @@ class MemoryReport:
         lines = ["  ".join(x.rjust(w) for x, w in zip(r, widths, strict=True)) for r in rows]
         more = len(self.cores) - min(k, len(self.cores))
         if more > 0:
-            lines.append(f"... and {more} more core(s)")
+            lines.append(f"... and {more} more {self.unit}(s)")
         return "\n".join(lines)
 
     def summary(self) -> str:
         state = "fits" if self.fits else "DOES NOT FIT"
         used = sum(c.peak_bytes for c in self.cores)
         return (
-            f"memory: {state}; peak {fmt_bytes(self.peak_bytes)} per core "
-            f"({'recompute' if self.recompute else 'no recompute'}), "
-            f"{fmt_bytes(used)} over {len(self.cores)} cores"
+            f"memory (planned, by liveness): {state}; peak {fmt_bytes(self.peak_bytes)} per "
+            f"{self.unit} ({'recompute' if self.recompute else 'no recompute'}), "
+            f"{fmt_bytes(used)} over {len(self.cores):,} {self.unit}s"
         )
 
     def refusal(self, k: int = 5) -> str:
         bad = [c for c in self.cores if not c.fits]
         lines = [
             f"plan {self.plan_name} does not fit wafer {self.wafer_name!r}: {len(bad)} of "
-            f"{len(self.cores)} cores need more SRAM than they have; the worst:"
+            f"{len(self.cores)} {self.unit}s need more SRAM than they have; the worst:"
         ]
-        lines += [f"  {c.describe()}" for c in self.offenders(k)]
+        lines += [f"  {c.describe(self.unit)}" for c in self.offenders(k)]
         lines.append("  " + ("; ".join(self.suggestions) if self.suggestions else ""))
         return "\n".join(x for x in lines if x.strip())
 
@@ -191,7 +192,9 @@ def plan_memory(
     if bad:
         worst = max(bad, key=lambda c: c.overflow)
         tips = suggestions(worst, recompute=recompute, gpipe=gpipe, microbatches=microbatches)
-    return MemoryReport(tuple(cores), recompute, plan_name or plan.name, wafer.name, tips)
+    return MemoryReport(
+        tuple(cores), recompute, plan_name or plan.name, wafer.name, tips, unit=wafer.unit
+    )
 
 
 def _core(
@@ -207,7 +210,22 @@ def _core(
     cat: dict[tuple, str] = {}
     alloc: dict[tuple, int] = {}
     made_in_f: set[tuple] = set()
-    uses: dict[tuple, list[tuple[int, bool]]] = {}  # key -> (position, in a backward block)
+    # per buffer, the positions of its uses: the last one; and (for recompute) the last
+    # outside a backward block and the first and last inside one
+    last: dict[tuple, int] = {}
+    fwd_last: dict[tuple, int] = {}
+    bwd_first: dict[tuple, int] = {}
+    bwd_last: dict[tuple, int] = {}
+
+    def use(key: tuple, pos: int, backward: bool) -> None:
+        last[key] = pos
+        if backward:
+            bwd_last[key] = pos
+            if key not in bwd_first:
+                bwd_first[key] = pos
+        else:
+            fwd_last[key] = pos
+
     for pos, aid in enumerate(ids):
         m = meta[aid]
         backward = m.block.startswith("B")
@@ -215,14 +233,18 @@ def _core(
             old = resident.get(name)
             if old is None or old[0] < nbytes:
                 resident[name] = (nbytes, c)
+        forward = m.block.startswith("F")
         for key, nbytes, c in m.produces:
             if key not in alloc:
                 alloc[key] = pos
                 cat[key] = c
-                if m.block.startswith("F"):
+                if forward:
                     made_in_f.add(key)
-            size[key] = max(size.get(key, 0), nbytes)
-            uses.setdefault(key, []).append((pos, backward))
+            if size.get(key, 0) < nbytes:
+                size[key] = nbytes
+            else:
+                size.setdefault(key, nbytes)
+            use(key, pos, backward)
         for key in m.uses:
             if key not in alloc:
                 nbytes = m.received.get(key)
@@ -231,13 +253,17 @@ def _core(
                 alloc[key] = pos
                 size[key] = nbytes
                 cat[key] = "activations"
-            uses.setdefault(key, []).append((pos, backward))
+            use(key, pos, backward)
     events: list[tuple[int, int, str]] = []  # (position, +/- bytes, category)
     for key, start in alloc.items():
-        spans = _spans(start, uses.get(key, []), recompute and key in made_in_f)
+        nbytes, c = size[key], cat[key]
+        if recompute and key in made_in_f and key in bwd_first:
+            spans = [(start, fwd_last.get(key, start)), (bwd_first[key], bwd_last[key])]
+        else:
+            spans = [(start, last.get(key, start))]
         for a, b in spans:
-            events.append((a, size[key], cat[key]))
-            events.append((b + 1, -size[key], cat[key]))
+            events.append((a, nbytes, c))
+            events.append((b + 1, -nbytes, c))
     update = next((pos for pos, aid in enumerate(ids) if plan.actors[aid].phase is Phase.OPT), None)
     events.sort(key=lambda e: (e[0], e[1]))
     live = 0
@@ -284,22 +310,6 @@ def _core(
         at_update=tuple((c, at_update[c]) for c in CATEGORIES) if at_update else (),
         most=tuple((c, most.get(c, 0) + res_cat[c]) for c in CATEGORIES),
     )
-
-
-def _spans(start: int, uses: list[tuple[int, bool]], split: bool) -> list[tuple[int, int]]:
-    """Intervals of positions a buffer is live (two with recompute: forward, backward)."""
-    if not uses:
-        return [(start, start)]
-    last = max(p for p, _ in uses)
-    if not split:
-        return [(start, last)]
-    fwd = [p for p, b in uses if not b]
-    bwd = [p for p, b in uses if b]
-    if not bwd:
-        return [(start, last)]
-    spans = [(start, max(fwd) if fwd else start)]
-    spans.append((min(bwd), max(bwd)))
-    return spans
 
 
 def check_fits(report: MemoryReport) -> None:

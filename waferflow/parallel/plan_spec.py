@@ -60,6 +60,7 @@ wafer is checked when it is applied (``waferflow.parallel.driver``).
 
 from __future__ import annotations
 
+import difflib
 import itertools
 import math
 from dataclasses import dataclass, fields, replace
@@ -377,9 +378,12 @@ def parse_plan(text: str | ParallelPlan) -> ParallelPlan:
             else:
                 continue
         if name not in _FIELDS:
-            known = ", ".join(f.replace("_", "-") for f in _FIELDS)
+            known = [f.replace("_", "-") for f in _FIELDS]
+            close = difflib.get_close_matches(name.replace("_", "-")[:100], known, n=1)
+            hint = f"; did you mean {close[0]}?" if close else "."
             raise PlanError(
-                f"plan: unknown key {short(key.strip())} in {short(text)}; known keys: {known}"
+                f"plan: unknown key {short(key.strip())} in {short(text)}{hint} Known keys: "
+                f"{', '.join(known)}"
             )
         if not eq:
             if isinstance(_FIELDS[name].default, bool):

@@ -54,11 +54,11 @@ def format_report(
         mfu = model_flops_utilisation(result, wafer, step)
         lines.append(
             f"step time {fmt_seconds(step)}; FLOP utilisation of the "
-            f"{wafer.count_cores(result.plan.cores)} "
-            f"busy cores {100 * busy:.1f} %; model FLOPs utilisation of the wafer "
-            f"({wafer.num_alive} cores) {100 * mfu:.3f} %"
+            f"{wafer.units(wafer.count_cores(result.plan.cores))} used {100 * busy:.1f} %; "
+            f"model FLOPs utilisation of the wafer ({wafer.units(wafer.num_alive)}) "
+            f"{100 * mfu:.3f} %"
         )
-    lines.append("per-core memory (fullest cores first):")
+    lines.append(f"per-{wafer.unit} memory as planned (by liveness; fullest first):")
     lines.append(result.memory.table(top))
     return "\n".join(x for x in lines if x) + "\n"
 

@@ -48,15 +48,25 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
-from waferflow.backend_sim.analytic import estimate
+from waferflow.backend_sim import simulate
+from waferflow.backend_sim.analytic import estimate, estimate_step
+from waferflow.backend_sim.config import SimConfig
 from waferflow.errors import PlanError
 from waferflow.ir.dtypes import DType
 from waferflow.ir.graph import Graph, Phase
 from waferflow.ir.opkind import MATMUL_LIKE, OpKind
 from waferflow.ir.target.wafer import Wafer
-from waferflow.parallel.driver import batch_size, build_parallel_plan, clone_graph, parallelize
+from waferflow.parallel.driver import (
+    ParallelState,
+    batch_size,
+    build_parallel_plan,
+    build_state,
+    clone_graph,
+    parallelize,
+)
 from waferflow.parallel.experts import (
     NO_EXPERTS,
     ExpertFigures,
@@ -70,6 +80,10 @@ from waferflow.parallel.plan_spec import ParallelPlan
 from waferflow.parallel.span import SpanChoice, choose_span
 from waferflow.parallel.stages import param_of
 from waferflow.parallel.zero import zero_rough, zero_stages
+from waferflow.progress import phase
+
+if TYPE_CHECKING:
+    from waferflow.parallel.uniform import UniformBaseline
 
 TP_CHOICES = (1, 2, 3, 4, 6, 8, 12, 16)
 PP_CHOICES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
@@ -127,6 +141,22 @@ class PlanSearch:
     rows: tuple[SearchRow, ...]  # every screened candidate, in screen order
     screened: int
     built: int  # builds attempted (a build that raised has a note and built=False)
+    # the kept plan as built (its graph and state): placement starts from it
+    state: tuple[Graph, ParallelState] | None = field(default=None, repr=False, compare=False)
+    # with ``uniform=True``: every uniform plan simulated, and the kept plan's simulated
+    # step (default layout); the kept plan is never slower than the best uniform one
+    uniform: UniformBaseline | None = None
+    simulated_seconds: float | None = None
+    uniform_kept: bool = False  # the best uniform plan was faster, and is kept
+    searched_seconds: float | None = None  # the search's own plan, simulated (held only)
+
+    @property
+    def vs_uniform(self) -> float | None:
+        """The kept plan's simulated step over the best uniform plan's (<= 1)."""
+        best = None if self.uniform is None else self.uniform.best_seconds
+        if best is None or self.simulated_seconds is None:
+            return None
+        return self.simulated_seconds / best
 
     @property
     def kept(self) -> SearchRow:
@@ -156,7 +186,16 @@ class PlanSearch:
     def summary(self) -> str:
         k = self.kept
         step = "" if k.step_seconds is None else f" (estimated {k.step_seconds * 1e3:.4g} ms/step)"
-        return f"plan auto: kept {self.best}{step} of {self.screened} screened, {self.built} built"
+        text = f"plan auto: kept {self.best}{step} of {self.screened} screened, {self.built} built"
+        if self.uniform is not None:
+            text += f"\n{self.uniform.summary()}"
+        ratio = self.vs_uniform
+        if ratio is not None and self.simulated_seconds is not None:
+            text += (
+                f"\nplan auto vs the best uniform plan (both simulated, default layout): "
+                f"{self.simulated_seconds * 1e3:.4g} ms, {ratio:.3f}x"
+            )
+        return text
 
 
 def search_plans(
@@ -166,12 +205,85 @@ def search_plans(
     top: int = 6,
     max_ranks: int | None = None,
     progress: Progress | None = None,
+    uniform: bool = False,
 ) -> PlanSearch:
     """The fastest plan of ``graph`` on ``wafer`` that fits, among the candidates the
     rough screen orders first (see the module docstring). Deterministic.
 
+    With ``uniform``, the search is also held against every uniform plan
+    (``waferflow.parallel.uniform``): its plan and the best uniform plan are both
+    simulated on the default layout and the faster is kept, so that the result is never
+    slower than the best uniform plan (``PlanSearch.vs_uniform`` <= 1).
+
     Raises ``PlanError`` when no candidate builds and fits, naming the closest ones'
     needed vs available bytes."""
+    if not uniform:
+        return _search(graph, wafer, top=top, max_ranks=max_ranks, progress=progress)
+    from waferflow.parallel.uniform import uniform_baseline
+
+    try:
+        found: PlanSearch | None = _search(graph, wafer, top=top, max_ranks=max_ranks,
+                                           progress=progress)  # fmt: skip
+    except PlanError as refusal:
+        base = uniform_baseline(graph, wafer, max_ranks=max_ranks, progress=progress)
+        if base.best is None:  # neither fits: the search's refusal says why
+            raise refusal from None
+        found = None
+    else:
+        base = uniform_baseline(graph, wafer, max_ranks=max_ranks, progress=progress)
+    return hold_against_uniform(graph, wafer, found, base)
+
+
+def hold_against_uniform(
+    graph: Graph, wafer: Wafer, found: PlanSearch | None, base: UniformBaseline
+) -> PlanSearch:
+    """``found`` (a search's result; None when it fitted nothing) held against the
+    uniform plans ``base``: the searched plan is simulated on the default layout and
+    kept when it is at least as fast as the best uniform plan, else that is kept."""
+    if found is None:
+        return _keep_uniform(graph, wafer, base, None, None)
+    res = build_parallel_plan(graph, wafer, found.best, check_memory=False)
+    assert res.wafer is not None
+    own = simulate(res.plan, res.wafer).step_time
+    found = replace(found, uniform=base, simulated_seconds=own, searched_seconds=own)
+    best = base.best_seconds
+    if best is None or own <= best:
+        return found
+    return _keep_uniform(graph, wafer, base, found, own)
+
+
+def _keep_uniform(
+    graph: Graph, wafer: Wafer, base: UniformBaseline, found: PlanSearch | None,
+    own: float | None,
+) -> PlanSearch:  # fmt: skip
+    """The best uniform plan, kept because it simulates faster than the search's plan
+    (which stays in the table, unkept) or because no searched plan fits."""
+    assert base.best is not None and base.best_seconds is not None
+    res = build_parallel_plan(graph, wafer, base.best, check_memory=False)
+    assert res.wafer is not None
+    tight = max(res.memory.cores, key=lambda c: (c.overflow, -c.core))
+    row = replace(
+        rough_row(base.best, choose_span(wafer, base.best), model_figures(graph)),
+        built=True, fits=True, peak_bytes=tight.peak_bytes, capacity_bytes=tight.capacity_bytes,
+        step_seconds=estimate(res.plan, res.wafer).step_time, note="best uniform plan",
+        kept=True,
+    )  # fmt: skip
+    rows = () if found is None else tuple(replace(r, kept=False) for r in found.rows)
+    return PlanSearch(
+        best=base.best, rows=(*rows, row), screened=len(rows) + 1,
+        built=(0 if found is None else found.built) + 1, uniform=base,
+        simulated_seconds=base.best_seconds, uniform_kept=True, searched_seconds=own,
+    )  # fmt: skip
+
+
+def _search(
+    graph: Graph,
+    wafer: Wafer,
+    *,
+    top: int,
+    max_ranks: int | None,
+    progress: Progress | None,
+) -> PlanSearch:
     if top < 1:
         raise PlanError(f"plan search: top={top} must be >= 1")
     figs = model_figures(graph)
@@ -185,10 +297,12 @@ def search_plans(
     limit = wafer.num_alive if max_ranks is None else min(max_ranks, wafer.num_alive)
     spans: dict[int, SpanChoice] = {}
     rows: list[SearchRow] = []
-    for plan in candidates(graph, wafer, figs.batch, limit):
-        if plan.num_ranks not in spans:
-            spans[plan.num_ranks] = choose_span(wafer, plan)
-        rows.append(rough_row(plan, spans[plan.num_ranks], figs))
+    with phase("plan search: screen", unit="candidates") as shown:
+        for plan in candidates(graph, wafer, figs.batch, limit):
+            if plan.num_ranks not in spans:
+                spans[plan.num_ranks] = choose_span(wafer, plan)
+            rows.append(rough_row(plan, spans[plan.num_ranks], figs))
+            shown.advance(1)
     if not rows:
         raise PlanError(
             f"plan search: no candidate plan of @{graph.name} has at most {limit} ranks on "
@@ -197,34 +311,44 @@ def search_plans(
     rows.sort(key=lambda r: (not r.rough_fits, r.rough_seconds, r.ranks, r.plan))
 
     best: tuple[float, int, str, int, ParallelPlan] | None = None
+    kept: tuple[Graph, ParallelState] | None = None
     good = builds = 0
-    for i, row in enumerate(rows):
-        if good >= top or builds >= 3 * top:
-            break
-        builds += 1
-        if progress is not None:
-            progress(f"plan auto: building {row.plan} ({builds} of at most {3 * top})")
-        try:
-            res = build_parallel_plan(graph, wafer, row.plan, check_memory=False)
-        except PlanError as e:
-            rows[i] = replace(row, note=_shorten(str(e)))
-            continue
-        tight = max(res.memory.cores, key=lambda c: (c.overflow, -c.core))
-        done = replace(row, built=True, fits=res.memory.fits, peak_bytes=tight.peak_bytes,
-                       capacity_bytes=tight.capacity_bytes)  # fmt: skip
-        if done.fits:
-            assert res.wafer is not None
-            step = estimate(res.plan, res.wafer).step_time
-            done = replace(done, step_seconds=step)
-            good += 1
-            key = (step, row.ranks, row.plan, i, res.spec)
-            if best is None or key[:3] < best[:3]:
-                best = key
-        rows[i] = done
+    # at most 3 x top builds: the count shown is that bound (it stops at `top` that fit)
+    with phase("plan search: build", min(len(rows), 3 * top), "plans") as shown:
+        for i, row in enumerate(rows):
+            if good >= top or builds >= 3 * top:
+                break
+            builds += 1
+            shown.status(f"building {row.plan}; {good} of {top} wanted fit so far")
+            if progress is not None:
+                progress(f"plan auto: building {row.plan} ({builds} of at most {3 * top})")
+            g = clone_graph(graph)
+            try:
+                # not verified here: the plan kept is, by placement (the assembler's output
+                # is checked by the tests; verifying each candidate cost 10% of the search)
+                st = build_state(g, wafer, row.plan, check_memory=False, verify=False)
+            except PlanError as e:
+                rows[i] = replace(row, note=_shorten(str(e)))
+                shown.advance(1)
+                continue
+            assert st.memory is not None and st.actor_plan is not None
+            tight = max(st.memory.cores, key=lambda c: (c.overflow, -c.core))
+            done = replace(row, built=True, fits=st.memory.fits, peak_bytes=tight.peak_bytes,
+                           capacity_bytes=tight.capacity_bytes)  # fmt: skip
+            if done.fits:
+                step = estimate_step(st.actor_plan, st.wafer, SimConfig(verify=False))
+                done = replace(done, step_seconds=step)
+                good += 1
+                key = (step, row.ranks, row.plan, i, st.plan)
+                if best is None or key[:3] < best[:3]:
+                    best, kept = key, (g, st)
+            rows[i] = done
+            shown.advance(1)
     if best is None:
         raise PlanError(_refusal(graph, wafer, rows))
     rows[best[3]] = replace(rows[best[3]], kept=True)
-    return PlanSearch(best=best[4], rows=tuple(rows), screened=len(rows), built=builds)
+    return PlanSearch(best=best[4], rows=tuple(rows), screened=len(rows), built=builds,
+                      state=kept)  # fmt: skip
 
 
 def is_auto(plan: str | None) -> bool:
@@ -233,12 +357,13 @@ def is_auto(plan: str | None) -> bool:
 
 
 def resolve_plan(
-    graph: Graph, wafer: Wafer, plan: str | None
+    graph: Graph, wafer: Wafer, plan: str | None, *, uniform: bool = False
 ) -> tuple[str | None, PlanSearch | None]:
-    """``plan`` as given, or for ``"auto"`` the searched plan (spelt out) and its search."""
+    """``plan`` as given, or for ``"auto"`` the searched plan (spelt out) and its search
+    (held against the uniform plans with ``uniform``: ``search_plans``)."""
     if not is_auto(plan):
         return plan, None
-    search = search_plans(graph, wafer)
+    search = search_plans(graph, wafer, uniform=uniform)
     return str(search.best), search
 
 
@@ -430,5 +555,5 @@ def _refusal(graph: Graph, wafer: Wafer, rows: list[SearchRow]) -> str:
     )
 
 
-__all__ = ["ModelFigures", "PlanSearch", "SearchRow", "candidates", "is_auto", "model_figures",
-           "resolve_plan", "rough_row", "search_plans"]  # fmt: skip
+__all__ = ["ModelFigures", "PlanSearch", "SearchRow", "candidates", "hold_against_uniform",
+           "is_auto", "model_figures", "resolve_plan", "rough_row", "search_plans"]  # fmt: skip

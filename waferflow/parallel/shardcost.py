@@ -11,6 +11,7 @@ divided by its axis degree (``mb`` only counts for per-micro-batch instances).
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 from waferflow.ir.graph import Op, Value
 from waferflow.ir.sharding import MeshAxis, Sharding, shard_shape
@@ -18,7 +19,11 @@ from waferflow.parallel.plan_spec import Mesh
 from waferflow.parallel.propagate import OpSharding
 
 
+@lru_cache(maxsize=64)
 def instance_degrees(mesh: Mesh, per_mb: bool) -> dict[MeshAxis, int]:
+    """Each axis's degree for one instance of an op (``mb`` counts only per
+    micro-batch). Cached per mesh, as the assembly asks millions of times: the dict is
+    shared, so callers only read it."""
     deg = mesh.degrees()
     if not per_mb:
         deg[MeshAxis.MB] = 1

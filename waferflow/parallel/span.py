@@ -13,7 +13,9 @@ Traffic inside a block is not modelled, as inside any coarse node.
 ``span=auto`` takes the largest ``s`` whose view still has ``HEADROOM`` times as many
 strong nodes (at least ``STRONG`` of a full node's cores: ragged edges and mostly dead
 blocks do not count) as the plan has ranks, so that a floorplan has room to shape
-each stage's rectangle; ``s = 1`` when even the given view is that tight.
+each stage's rectangle; ``s = 1`` when even the given view is that tight. Blocks never
+straddle a die boundary whose links differ from on-die links (``coarsen`` refuses such
+a view), so on such a wafer ``s`` divides the die's sides.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from waferflow.errors import PlanError
+from waferflow.errors import ConfigError, PlanError
 from waferflow.ir.target.islands import connected_view
 from waferflow.ir.target.parts import Topology
 from waferflow.ir.target.wafer import CAPACITY_TIERS, Wafer
@@ -76,8 +78,10 @@ def choose_span(wafer: Wafer, plan: ParallelPlan, ranks: int | None = None) -> S
     while s > 1:
         try:
             view, notes = connected_view(wafer.coarsen(s), _context(wafer, s))
-        except PlanError:
-            s -= 1  # this view's blocks straddle a cut: a finer one may not
+        except (ConfigError, PlanError):
+            # blocks of s would cut dies whose links differ, or straddle a cut of dead
+            # cores and links: a finer view may not
+            s -= 1
             continue
         if strong_nodes(view) >= need:
             return SpanChoice(s, view, wafer, auto=True, notes=notes)

@@ -37,6 +37,10 @@ class Transfers:
     ) -> list[tuple[int, BufKey, int]]:
         raise NotImplementedError
 
+    def _item_ref(self, it: Item) -> int:
+        """A reference to the actor holding ``it``'s result (resolved per layout)."""
+        raise NotImplementedError
+
     def _item_actor(self, it: Item) -> int:
         raise NotImplementedError
 
@@ -51,9 +55,9 @@ class Transfers:
     def _pieces(
         self, op: Op, i: int, spec: ActorSpec, per_mb: bool
     ) -> list[tuple[int, BufKey, int, Region, bool]]:
-        """(actor, buffer, bytes, region, partial) of every piece of operand ``i`` of
-        ``op`` that ``spec``'s rank reads: the producer's own instances on the same
-        rank, or, across the stages of a per-layer plan, the pieces the resharding
+        """(actor reference, buffer, bytes, region, partial) of every piece of operand
+        ``i`` of ``op`` that ``spec``'s rank reads: the producer's own instances on the
+        same rank, or, across the stages of a per-layer plan, the pieces the resharding
         takes from the producing stage's ranks (``redistribute``)."""
         v = op.operands[i]
         root = root_value(v)
@@ -89,7 +93,7 @@ class Transfers:
                     continue
                 key = (f"{root.name}@{piece.src_rank}", spec.rank, -2 if acc else k)
                 nbytes = piece.elements * size // scale
-                out.append((self._item_actor(it), key, nbytes, piece.region, piece.partial))
+                out.append((self._item_ref(it), key, nbytes, piece.region, piece.partial))
         return out
 
     def _host_outputs(self) -> None:

@@ -51,10 +51,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
+from waferflow.backend_sim import Run
 from waferflow.errors import PassError, PlanError
 from waferflow.ir.dtypes import DType
 from waferflow.ir.graph import Graph
-from waferflow.ir.plan import Plan
+from waferflow.ir.plan import Plan, verify_plan
 from waferflow.ir.target.wafer import Topology, Wafer
 from waferflow.mapper import bridge
 from waferflow.mapper.local import swap_descent_dist
@@ -71,6 +72,7 @@ from waferflow.mapper.placement import (
     work_strips,
 )
 from waferflow.parallel.annotate import annotate_layout
+from waferflow.parallel.build import Program, retarget
 from waferflow.parallel.driver import (
     ParallelResult,
     ParallelState,
@@ -95,11 +97,14 @@ from waferflow.passes.place_result import (
     PlacedResult,
     PlaceOptions,
     format_result,
+    keeps_routes,
     step_time,
 )
 from waferflow.passes.registry import register_pass
+from waferflow.perf import gc_paused
+from waferflow.progress import Phase, phase
 
-_FLOORPLAN_SHARE = 0.5  # of the time limit; the rank refinement gets the rest
+_FLOORPLAN_SHARE = 0.5  # at most, of the time limit; the rank refinement gets the rest
 
 
 def _dominant_dtype(plan: Plan) -> DType:
@@ -145,6 +150,7 @@ class _Built:
     meta: Any
     records: list[Any]
     memory: MemoryReport
+    run: Run | None = None  # its simulation, when it was simulated
 
 
 class _Parallel:
@@ -175,12 +181,54 @@ class _Parallel:
         self.seen: dict[tuple[tuple[int, ...], ...], int] = {}  # layout -> first candidate
         # a switched fabric: distances are switch hops, not Manhattan
         self.hops = bridge.hop_matrix(self.wafer) if self.wafer.tree is not None else None
+        # the program is scheduled once (or taken as the state brings it, from the plan
+        # search) and retargeted to every other layout
+        self.program: Program | None = state.program
+        self.ready: _Built | None = None
+        s = state
+        lowered = s.layout is not None and s.actor_plan is not None and s.meta is not None
+        if s.program is not None and lowered and s.memory is not None:
+            self.ready = _Built(s.layout, s.program, s.actor_plan, s.meta, list(s.records),
+                                s.memory)  # fmt: skip
+        self.shown: Phase | None = None  # progress, when shown (waferflow.progress)
+
+    def starting(self, what: str, share: float | None = None) -> None:
+        """Progress: ``what`` starts (a CP-SAT call with ``share`` of the budget)."""
+        if self.shown is None:
+            return
+        budget = (
+            f", CP-SAT with {share:.0%} of the {self.opts.time_limit:g} s deterministic budget"
+            if share is not None
+            else ""
+        )
+        best = ""
+        if self.best is not None:
+            kept = self.candidates[self.best[0][3]]
+            best = f"; best so far {kept.method}, {kept.step_time * 1e3:.4g} ms/step"
+        self.shown.status(f"{what}{budget}{best}")
+
+    def finished(self, report: SolveReport | None = None) -> None:
+        """Progress: the unit of work started last is done."""
+        if self.shown is None:
+            return
+        if report is None:
+            self.shown.advance(1)
+        else:
+            self.shown.advance(1, status=f"objective {report.objective:,.6g}, bound "
+                               f"{report.best_bound:,.6g} ({report.status.value})")  # fmt: skip
 
     def build(self, layout: Layout) -> _Built:
-        schedule(self.g, self.state, layout)
-        plan = lower(self.state)
-        mem = memory(self.state, check=False)
         s = self.state
+        if self.ready is not None and self.ready.layout.cores == layout.cores:
+            built, self.ready = self.ready, None
+            return replace(built, layout=layout)
+        if self.program is None:
+            self.program = schedule(self.g, s, layout)
+        else:
+            layout.check(self.wafer, self.pp, self.ranks, widths=s.stages.widths)
+            s.layout, s.program = layout, retarget(self.program, layout)
+        plan = lower(s, verify=False)  # the kept plan is verified once, at the end
+        mem = memory(s, check=False)
         return _Built(layout, s.program, plan, s.meta, list(s.records), mem)
 
     def offer(self, method: str, layout: Layout, note: str = "") -> None:
@@ -191,6 +239,7 @@ class _Parallel:
             self.candidates.append(replace(first, method=method, note=again))
             return
         self.seen[layout.cores] = len(self.candidates)
+        self.starting(f"{method}: build and time")
         built = self.build(layout)
         if self.flows is None:
             self.flows = bridge.rank_flows(built.plan, layout.cores, self.wafer.num_cores)
@@ -198,7 +247,7 @@ class _Parallel:
         flat = bridge.flat_cores(layout.cores)
         rank_cost = bridge.layout_cost(self.flows, flat, cols, self.hops)
         traffic = bridge.plan_traffic(built.plan, self.wafer)
-        step, how = step_time(built.plan, self.wafer, self.opts.evaluate)
+        step, how, built.run = step_time(built.plan, self.wafer, self.opts.evaluate)
         fits = built.memory.fits
         weak = sum(1 for c in flat if not self.usable[c // cols, c % cols])
         if weak:
@@ -215,6 +264,7 @@ class _Parallel:
         key = (0 if fits else 1, step, traffic.byte_hops, idx)
         if self.best is None or key < self.best[0]:
             self.best = (key, built, method)
+        self.finished()
 
     def floorplan_score(self, layout: Layout) -> float | None:
         """The stage-level floorplan objective of the stages' bounding boxes."""
@@ -271,11 +321,13 @@ class _Parallel:
         a, b = bridge.block_shape(self.tp)
         blocks = (a, b) != (1, 1)
         part = share / 2 if blocks else share
+        self.starting("cp-sat floorplan (a rectangle per stage)", part)
         try:
             fp = solve_floorplan(self.problem, self.opts.solve_options(part))
         except PlanError as e:  # e.g. no rectangles fit: the baselines still stand
             self.notes.append(f"cp-sat floorplan: {e}")
             return
+        self.finished(fp.report)
         self.reports.append(("floorplan", fp.report))
         try:
             rects = self.from_box(bridge.shrink_rects(self.problem, fp.rects))
@@ -292,11 +344,13 @@ class _Parallel:
         except PlanError as e:
             self.notes.append(f"{method}: not posed: {e}")
             return
+        self.starting(method, part)
         try:
             fpb = solve_floorplan(cells, self.opts.solve_options(part, export=False))
         except PlanError as e:
             self.notes.append(f"{method}: {e}")
             return
+        self.finished(fpb.report)
         self.reports.append((f"floorplan ({a}x{b} blocks)", fpb.report))
         rects = self.from_box(bridge.shrink_rects(cells, fpb.rects), a, b)
         try:
@@ -320,13 +374,42 @@ def place_parallel(
 def place_state(graph: Graph, state: ParallelState, options: PlaceOptions) -> PlacedResult:
     """``place_parallel`` on a state after ``parallelize`` and ``insert-collectives``
     (the ``place`` pass); writes the kept layout onto the graph's regions and leaves
-    it, its program, plan and memory in ``state``."""
+    it, its program, plan and memory in ``state``. A state that already holds a program
+    (lowered, with its memory: the plan search's build) is not scheduled again: its
+    layout is the first candidate's."""
+    with gc_paused():
+        return _place_state(graph, state, options)
+
+
+def _place_state(graph: Graph, state: ParallelState, options: PlaceOptions) -> PlacedResult:
     t0 = time.perf_counter()
     wafer = state.wafer
     crossbar = wafer.topology in (Topology.CROSSBAR, Topology.TREE)
     run = _Parallel(graph, state, options)
     if not crossbar:
         run.grid.require_connected()  # PlanError listing the islands
+    with phase("placement", _planned_steps(run, crossbar), "steps") as shown:
+        run.shown = shown
+        return _place(graph, state, options, run, crossbar, t0)
+
+
+def _planned_steps(run: _Parallel, crossbar: bool) -> int:
+    """How many units of work placement will do (for the progress estimate): each
+    candidate built and timed, each CP-SAT call, the routes."""
+    if crossbar:
+        return 1
+    a, b = bridge.block_shape(run.tp)
+    solves = 2 + (2 if (a, b) != (1, 1) else 0)  # each solve and its candidate
+    baselines = len(run.opts.baselines)
+    refine = 2 if run.opts.refine else 0
+    return 1 + solves + baselines + refine + (run.opts.route != "none")
+
+
+def _place(
+    graph: Graph, state: ParallelState, options: PlaceOptions, run: _Parallel, crossbar: bool,
+    t0: float,
+) -> PlacedResult:  # fmt: skip
+    wafer = state.wafer
     view = bridge.describe_view(wafer)
     default = strip_layout(wafer, run.pp, run.ranks, run.tp)
     run.offer("strips (default)" if default.kind == "strips" else "snake (default)", default)
@@ -358,11 +441,15 @@ def place_state(graph: Graph, state: ParallelState, options: PlaceOptions) -> Pl
     state.layout, state.program, state.actor_plan = built.layout, built.program, built.plan
     state.meta, state.records, state.memory = built.meta, built.records, built.memory
     plan = built.plan
+    verify_plan(plan, wafer)
     routes = None
+    kept_run = built.run if keeps_routes(options.route) else None
     if options.route != "none":
         from waferflow.passes.route import route_plan
 
+        run.starting(f"routes ({options.route})")
         plan, routes = route_plan(plan, wafer, order=options.route)
+        run.finished()
         state.actor_plan = plan
     g = run.fp_grid
     part = "" if (g.rows, g.cols) == (wafer.rows, wafer.cols) else (
@@ -392,7 +479,7 @@ def place_state(graph: Graph, state: ParallelState, options: PlaceOptions) -> Pl
         decisions.append(
             f"inside a node: its {k}x{k} cores pool compute and SRAM and are not placed one by "
             f"one; each matmul spreads over them as a {k}x{k} block grid whose operand "
-            "traffic is priced (backend_sim.costs.node_network_ps)"
+            "traffic is priced (docs/simulator.md)"
         )
     decisions += run.notes
     spec = state.plan
@@ -414,6 +501,7 @@ def place_state(graph: Graph, state: ParallelState, options: PlaceOptions) -> Pl
         parallel=_parallel_result(graph, state, plan, built),
         routes=routes,
         wall_time=time.perf_counter() - t0,
+        run=kept_run,
     )
 
 
@@ -459,10 +547,15 @@ def _refine(run: _Parallel, options: PlaceOptions) -> None:
         run.notes.append(f"cp-sat rank refinement: not posed: {e}")
         return
     _, idx, start = min(run.starts)
-    share = 1.0 - _FLOORPLAN_SHARE if run.reports else 1.0
+    # the placement's time limit bounds all its solvers: the refinement gets what the
+    # floorplans left (they take at most _FLOORPLAN_SHARE)
+    used = sum(rep.deterministic_time for _, rep in run.reports)
+    share = max(0.05 * options.time_limit, options.time_limit - used) / options.time_limit
+    run.starting("rank refinement (swap descent + CP-SAT LNS)", share)
     cores, rep = bridge.refine_ranks(
         problem, start, options.solve_options(share, export=not run.reports)
     )
+    run.finished(rep)
     run.reports.append(("ranks", rep))
     source = run.candidates[idx]
     if cores == start:  # nothing better found: the same layout, no need to rebuild it

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from waferflow.backend_sim import estimate, simulate
+from waferflow.backend_sim import Run, SimConfig, run_plan
+from waferflow.backend_sim.analytic import estimate_step
 from waferflow.errors import PlanError
 from waferflow.ir.plan import Plan
 from waferflow.ir.summary import human_time
@@ -28,8 +29,9 @@ ROUTE_ORDERS = ("xy", "yx", "balance", "none")
 class PlaceOptions:
     """Options of a placement.
 
-    ``time_limit`` is CP-SAT deterministic seconds for the whole placement (floorplan
-    and refinement share it). ``num_workers = 1`` (default) is reproducible: the same
+    ``time_limit`` is CP-SAT deterministic seconds for the whole placement: the
+    floorplans take at most half, the rank refinement what they leave (its LNS at most
+    ``mapper.lns.lns_budget`` of it, and it stops once rounds stop improving). ``num_workers = 1`` (default) is reproducible: the same
     inputs and seed give byte-identical plans. ``weights`` overrides the floorplan
     objective (default: link time, no balance term); ``dead_cores`` the floorplan's
     dead-core policy (default: obstacles with up to ``FEW_DEAD`` dead nodes, else idle).
@@ -113,6 +115,12 @@ class PlacedResult:
     parallel: ParallelResult | None = field(default=None, repr=False)
     routes: Any = None  # LinkLoadReport of the kept plan (passes.route), if routed
     wall_time: float = 0.0
+    run: Run | None = field(default=None, repr=False)  # the kept plan's simulation
+
+    def simulation(self) -> Any:
+        """The kept plan's ``SimResult`` from the run that scored it (None when it was
+        estimated, or routed otherwise than the simulator routes)."""
+        return self.run.result(self.plan) if self.run is not None else None
 
     def candidate(self, method: str) -> Candidate:
         for c in self.candidates:
@@ -152,10 +160,21 @@ class PlacedResult:
 # --- shared helpers ------------------------------------------------------------------------
 
 
-def step_time(plan: Plan, wafer: Wafer, how: str) -> tuple[float, str]:
+def step_time(plan: Plan, wafer: Wafer, how: str) -> tuple[float, str, Run | None]:
+    """A candidate's step: simulated (with the ``Run``, whose full result is assembled
+    only for the plan that is kept) or estimated. Candidates come from the assembler
+    and are not verified again here; the kept plan is."""
+    cfg = SimConfig(verify=False)
     if how == "simulate" or (how == "auto" and len(plan.actors) <= SIMULATE_LIMIT):
-        return simulate(plan, wafer).step_time, "simulated"
-    return estimate(plan, wafer).step_time, "estimated"
+        run = run_plan(plan, wafer, cfg)
+        return run.step_time, "simulated", run
+    return estimate_step(plan, wafer, cfg), "estimated", None
+
+
+def keeps_routes(route: str) -> bool:
+    """Whether routing the kept plan in ``route`` order leaves every message on the
+    path the simulator took by default (so the candidate's run still holds)."""
+    return route in ("none", SimConfig().route_order)
 
 
 def _num(x: float | None, fmt: str = ".4g") -> str:
@@ -227,7 +246,8 @@ def format_result(r: PlacedResult) -> str:
         lines.append(
             f"solver ({name}): {rep.status.value}, objective {rep.objective:.6g}, bound "
             f"{rep.best_bound:.6g}, gap {100 * rep.gap:.2f}%, {rep.deterministic_time:.2f} "
-            f"deterministic s ({rep.wall_time:.2f} s wall); {', '.join(rep.techniques)}"
+            f"deterministic s ({rep.wall_time:.2f} s wall); "
+            f"{', '.join(dict.fromkeys(rep.techniques))}"
         )
     if r.routes is not None:
         lines.append(r.routes.summary())
@@ -247,5 +267,6 @@ __all__ = [
     "PlacedResult",
     "comparison_table",
     "format_result",
+    "keeps_routes",
     "step_time",
 ]

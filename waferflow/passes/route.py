@@ -30,6 +30,7 @@ from typing import ClassVar
 from waferflow.errors import PassError, PlanError
 from waferflow.ir.graph import Graph
 from waferflow.ir.plan import Message, Plan
+from waferflow.ir.summary import human_bytes, human_count, human_time
 from waferflow.ir.target.wafer import Coord, Wafer
 from waferflow.mapper.routing import route as mapper_route
 from waferflow.passes.base import Pass, PassContext, option
@@ -80,10 +81,10 @@ class LinkLoadReport:
 
     def summary(self) -> str:
         return (
-            f"routes ({self.order}): {len(self.links)} links used, busiest "
-            f"{self.max_busy_s * 1e6:.3f} us ({self.max_bytes} B), mean "
-            f"{self.mean_busy_s * 1e6:.3f} us, {self.byte_hops} byte-hops, {self.detours} detour(s)"
-            + (f"; {self.note}" if self.note else "")
+            f"routes ({self.order}): {len(self.links):,} links used; the busiest is busy "
+            f"{human_time(self.max_busy_s)} ({human_bytes(self.max_bytes)}), the mean link "
+            f"{human_time(self.mean_busy_s)}; {human_count(self.byte_hops)} byte-hops, "
+            f"{self.detours} detour(s)" + (f"; {self.note}" if self.note else "")
         )
 
     def __str__(self) -> str:

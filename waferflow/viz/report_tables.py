@@ -33,9 +33,9 @@ def memory_table(memory: MemoryReport, k: int = 8) -> Table:
     more = len(memory.cores) - min(k, len(memory.cores))
     notes = [memory.summary()]
     if more > 0:
-        notes.append(f"and {more} more core(s), less full")
+        notes.append(f"and {more} more {memory.unit}(s), less full")
     return Table(
-        caption="memory: the fullest cores (planned liveness)",
+        caption=f"memory: the fullest {memory.unit}s (planned liveness)",
         columns=tuple(head),
         rows=tuple(tuple(row) for row in body),
         notes=tuple(notes),

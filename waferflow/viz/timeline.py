@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from matplotlib.axes import Axes
+from matplotlib.collections import PolyCollection
 from matplotlib.colors import to_rgba
 from matplotlib.patches import Patch
 
@@ -27,6 +29,7 @@ _LANES = {
 }
 _ACTIVE = (SpanKind.COMPUTE, SpanKind.SEND, SpanKind.RECV)
 _MAX_SPAN_TEXTS = 300
+_WIDTH_IN = 9.4  # figure width, inches
 
 
 def _colour(kind: SpanKind, phase: str) -> tuple[float, ...]:
@@ -115,16 +118,31 @@ def _group_noun(view: TimelineView) -> str:
     return first.pop() if len(first) == 1 and all(" " in g for g in view.groups) else "group"
 
 
-def _gaps(spans: list[Span], end: float) -> list[tuple[float, float]]:
-    """Intervals of [0, end] that no active span covers (bubbles), as (start, width)."""
+def _gaps(bars: list[tuple[float, float]], end: float) -> list[tuple[float, float]]:
+    """Intervals of [0, end] that no bar (start, width) covers (bubbles), as (start,
+    width)."""
     out: list[tuple[float, float]] = []
     t = 0.0
-    for s in sorted(spans, key=lambda s: (s.start_s, s.end_s)):
-        if s.start_s > t:
-            out.append((t, s.start_s - t))
-        t = max(t, s.end_s)
+    for x, w in sorted(bars):
+        if x > t:
+            out.append((t, x - t))
+        t = max(t, x + w)
     if t < end:
         out.append((t, end - t))
+    return out
+
+
+def merge_bars(bars: list[tuple[float, float]], pixel: float) -> list[tuple[float, float]]:
+    """Bars (start, width) that overlap or lie less than ``pixel`` apart, as one bar each:
+    at the picture's resolution they are drawn as one anyway, and a step of 10^5 actors
+    would otherwise send 10^5 rectangles per track to the renderer."""
+    out: list[tuple[float, float]] = []
+    for x, w in sorted(bars):
+        if out and x - (out[-1][0] + out[-1][1]) < pixel:
+            x0, w0 = out[-1]
+            out[-1] = (x0, max(w0, x + w - x0))
+        else:
+            out.append((x, w))
     return out
 
 
@@ -153,7 +171,7 @@ def plot_timeline(
     x_end = end * scale if end > 0 else 1.0
 
     height = min(11.0, max(3.2, 1.8 + 0.2 * n))
-    fig = R.new_figure((9.4, height), dpi)
+    fig = R.new_figure((_WIDTH_IN, height), dpi)
     ax = fig.add_subplot()
 
     per_row: dict[int, list[Span]] = {i: [] for i in range(n)}
@@ -162,25 +180,27 @@ def plot_timeline(
         if row is not None:
             per_row[row].append(span)
 
+    # bars closer than a pixel of the figure merge (the axes are narrower: conservative)
+    pixel = x_end * 1.01 / (_WIDTH_IN * dpi)
+
     handles: list[Patch] = []
     if shade_idle:
+        shaded: list[tuple[float, float, float, float]] = []
         for row, spans in per_row.items():
-            gaps = _gaps([s for s in spans if s.kind in _ACTIVE], end)
-            if gaps:
-                ax.broken_barh(
-                    [(a * scale, w * scale) for a, w in gaps],
-                    (row - 0.44, 0.88),
-                    facecolors=GAP_COLOUR,
-                    edgecolors="#d0d0d0",
-                    linewidth=0.3,
-                    hatch="////",
-                    zorder=0,
-                )
+            active = [(s.start_s, s.duration_s) for s in spans if s.kind in _ACTIVE]
+            # gaps narrower than a pixel would not show
+            gaps = [
+                g for g in _gaps(merge_bars(active, pixel / scale), end) if g[1] * scale >= pixel
+            ]
+            shaded += [(a * scale, w * scale, row - 0.44, 0.88) for a, w in gaps]
+        if shaded:
+            _add_bars(ax, shaded, facecolors=GAP_COLOUR, edgecolors="#d0d0d0", linewidth=0.3,
+                      hatch="////", zorder=0)  # fmt: skip
         handles.append(
             Patch(facecolor=GAP_COLOUR, edgecolor="#b0b0b0", hatch="////", label="idle gap")
         )
 
-    # one broken_barh per (row, kind, phase): few artists even for many spans
+    # one collection per (kind, phase): few artists even for many spans
     groups: dict[tuple[SpanKind, str], dict[int, list[tuple[float, float]]]] = {}
     for row, spans in per_row.items():
         for s in spans:
@@ -191,8 +211,12 @@ def plot_timeline(
         y0, dy = _LANES[kind]
         colour = _colour(kind, phase)
         zorder = 1 if kind in (SpanKind.WAIT, SpanKind.IDLE) else 3
-        for row, bars in sorted(groups[(kind, phase)].items()):
-            ax.broken_barh(bars, (row + y0, dy), facecolors=colour, linewidth=0, zorder=zorder)
+        rects = [
+            (x, w, row + y0, dy)
+            for row, bars in sorted(groups[(kind, phase)].items())
+            for x, w in merge_bars(bars, pixel)
+        ]
+        _add_bars(ax, rects, facecolors=colour, linewidth=0, zorder=zorder)
         handles.append(Patch(facecolor=colour, label=_legend_name(kind, phase)))
 
     if n <= 24:
@@ -227,6 +251,13 @@ def plot_timeline(
         frameon=False,
     )
     return R.save(fig, path, dpi)
+
+
+def _add_bars(ax: Axes, rects: list[tuple[float, float, float, float]], **style: Any) -> None:
+    """Rectangles ``(x, width, y, height)`` as one collection (what ``broken_barh`` draws
+    for one row, for all rows at once)."""
+    verts = [[(x, y), (x, y + h), (x + w, y + h), (x + w, y)] for x, w, y, h in rects]
+    ax.add_collection(PolyCollection(verts, **style), autolim=False)
 
 
 def _draw_groups(ax: Axes, view: TimelineView, shown: list[int]) -> None:

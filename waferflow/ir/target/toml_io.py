@@ -130,6 +130,7 @@ __all__ = [
     "get_wafer",
     "load_wafer",
     "parse_wafer_toml",
+    "wafer_from_doc",
     "wafer_to_doc",
     "wafer_to_toml",
 ]
@@ -252,6 +253,21 @@ def _parse(
         raise ConfigError(f"{origin}: malformed TOML: {short(str(e), 100)}") from None
     except RecursionError:
         raise ConfigError(f"{origin}: malformed TOML: arrays or tables nested too deeply") from None
+    return _from_doc(doc, origin, base_dir, stack, default_name)
+
+
+def wafer_from_doc(
+    doc: dict[str, Any], origin: str, base_dir: Path | None = None, default_name: str = "wafer"
+) -> Wafer:
+    """A wafer from a TOML document already read (nested dicts, as ``tomllib`` gives),
+    validated exactly as a wafer file: e.g. ``{"preset": "wse2", "dies": {"link":
+    {"bandwidth": "2 B/cycle"}}}``. ``origin`` prefixes every error."""
+    return _from_doc(doc, origin, base_dir or Path.cwd(), (), default_name)
+
+
+def _from_doc(
+    doc: dict[str, Any], origin: str, base_dir: Path, stack: tuple[Path, ...], default_name: str
+) -> Wafer:
     try:
         _check_keys(doc, _SCHEMA, "")
         user = dict(doc)

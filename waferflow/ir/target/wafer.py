@@ -114,7 +114,21 @@ class Wafer:
     # --- numbering -------------------------------------------------------------------
     @property
     def num_cores(self) -> int:
+        """Grid positions: cores, or on a coarse view nodes (see ``unit``)."""
         return self.rows * self.cols
+
+    @property
+    def unit(self) -> str:
+        """What one grid position is: a ``core``, or on a coarse view a ``node`` of
+        k x k cores; reports say it this way everywhere."""
+        return "core" if self.coarsen_factor == 1 else "node"
+
+    def units(self, n: int) -> str:
+        """``n`` grid positions in words: ``'96 cores'``, or on a coarse view
+        ``'96 nodes of 84x84 cores'``."""
+        k = self.coarsen_factor
+        plural = "" if n == 1 else "s"
+        return f"{n:,} {self.unit}{plural}" + (f" of {k}x{k} cores" if k > 1 else "")
 
     def core_id(self, coord: Coord) -> int:
         return coord[0] * self.cols + coord[1]

@@ -1,0 +1,33 @@
+"""Zoo models are traced once per process; every call gets its own graph."""
+
+from __future__ import annotations
+
+import pytest
+
+from waferflow.frontend import cache, clear_trace_cache, trace_model
+from waferflow.ir import print_graph
+
+
+def test_a_zoo_model_is_traced_once_and_handed_out_as_copies(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clear_trace_cache()
+    loads: list[str] = []
+    real = cache.load_model
+
+    def counting(spec: str, **kw: object) -> object:
+        loads.append(spec)
+        return real(spec, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(cache, "load_model", counting)
+    a = trace_model("hf:gpt2-tiny", mode="train", batch=2, seq=16)
+    b = trace_model("hf:gpt2-tiny", mode="train", batch=2, seq=16)
+    assert loads == ["hf:gpt2-tiny"]
+    assert a is not b and print_graph(a) == print_graph(b)
+    a.erase_ops([a.ops[-1]])  # a pass rewriting its copy leaves the cache alone
+    assert print_graph(trace_model("hf:gpt2-tiny", mode="train", batch=2, seq=16)) == print_graph(b)
+    trace_model("hf:gpt2-tiny", mode="infer", batch=2, seq=16)  # another key: traced
+    assert loads == ["hf:gpt2-tiny", "hf:gpt2-tiny"]
+    clear_trace_cache()
+    trace_model("hf:gpt2-tiny", mode="train", batch=2, seq=16)
+    assert len(loads) == 3

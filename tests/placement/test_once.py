@@ -1,0 +1,78 @@
+"""Placement does each piece of work once: the program is scheduled once and
+retargeted to every candidate layout; the kept candidate's simulation is the report's
+(``CompiledPlan.simulate`` reuses it, with the same figures as a fresh run); ``--plan
+auto`` hands its built plan to placement, which does not schedule it again."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+import waferflow as wf
+import waferflow.parallel.driver as driver
+from waferflow.backend_sim import simulate
+from waferflow.ir.graph import Graph
+from waferflow.ir.target import get_wafer
+from waferflow.passes.place import PlaceOptions, place_parallel
+
+PIPE = "dp=2,tp=2,pp=2,microbatches=2,span=1"
+
+
+def _count(monkeypatch: pytest.MonkeyPatch, module: object, name: str) -> list[int]:
+    calls: list[int] = []
+    real = getattr(module, name)
+
+    def counting(*a: object, **k: object) -> object:
+        calls.append(1)
+        return real(*a, **k)
+
+    monkeypatch.setattr(module, name, counting)
+    return calls
+
+
+def test_the_program_is_scheduled_once_for_every_candidate(
+    gpt2_tiny: Graph, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import waferflow.passes.place as place
+
+    scheduled = _count(monkeypatch, place, "schedule")
+    r = place_parallel(gpt2_tiny, get_wafer("mesh16x16"), PIPE, options=PlaceOptions(1.0))
+    built = [c for c in r.candidates if "same layout" not in c.note and "no better" not in c.note]
+    assert len(built) >= 3  # candidates with layouts of their own, each assembled
+    assert len(scheduled) == 1
+
+
+def test_the_kept_run_is_the_report(monkeypatch: pytest.MonkeyPatch) -> None:
+    compiled = wf.compile("hf:gpt2-tiny", wafer="mesh16x16", mode="train", batch=8, seq=32,
+                          plan=PIPE, place_time=1.0)  # fmt: skip
+    assert compiled.placement is not None and compiled.placement.run is not None
+    engine = importlib.import_module("waferflow.backend_sim.simulate")
+    runs = _count(monkeypatch, engine, "run")
+    report = compiled.simulate()
+    assert runs == []  # no second simulation
+    fresh = simulate(compiled.plan, compiled.wafer)
+    assert report.result.plan is compiled.plan
+    assert report.result.step_time_ps == fresh.step_time_ps
+    assert report.result.summary() == fresh.summary()
+    assert report.result.actor_start_ps == fresh.actor_start_ps
+
+
+def test_routes_other_than_the_simulators_are_simulated_afresh(gpt2_tiny: Graph) -> None:
+    r = place_parallel(
+        gpt2_tiny, get_wafer("mesh16x16"), PIPE, options=PlaceOptions(1.0, route="yx")
+    )
+    assert r.run is None and r.simulation() is None
+
+
+def test_plan_auto_hands_its_build_to_placement(monkeypatch: pytest.MonkeyPatch) -> None:
+    built = _count(monkeypatch, driver, "schedule")
+    import waferflow.passes.place as place
+
+    rebuilt = _count(monkeypatch, place, "schedule")
+    compiled = wf.compile("hf:gpt2-tiny", wafer="mesh16x16", mode="train", batch=8, seq=32,
+                          plan="auto", place_time=1.0)  # fmt: skip
+    assert compiled.search is not None and compiled.placement is not None
+    assert len(built) == compiled.search.built  # one schedule per plan the search built
+    assert rebuilt == []  # placement started from the search's program
+    assert compiled.placement.candidates[0].method.endswith("(default)")

@@ -1,0 +1,115 @@
+"""The uniform baseline that ``--plan auto`` is held against.
+
+A *uniform* plan is Megatron-style: one dp x tp x pp x micro-batch count for the
+whole model, gradients and tensor-parallel sums on a fixed ring all-reduce
+(``algo=ring``), 1F1B, no recompute, ``span=auto`` and the default layout
+(``strip_layout``). ``uniform_plans`` lists every one of them the model and wafer can
+take: dp over the divisors of the batch, micro-batches over the divisors of each
+replica's batch, tp and pp over the degrees the plan search uses
+(``search.TP_CHOICES`` / ``PP_CHOICES``) that the model takes. ``uniform_baseline``
+builds each, and simulates (the event simulation, not the estimate) each one that
+fits: the fastest is the best uniform plan. Deterministic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from waferflow.backend_sim import simulate
+from waferflow.errors import PlanError
+from waferflow.ir.graph import Graph
+from waferflow.ir.target.wafer import Wafer
+from waferflow.parallel.driver import batch_size, build_parallel_plan
+from waferflow.parallel.plan_spec import CollectiveAlgo, ParallelPlan
+
+NOTE_CHARS = 90
+
+
+@dataclass(frozen=True)
+class UniformRow:
+    """One uniform plan: built or refused, and its simulated step when it fits."""
+
+    plan: str  # span resolved when built
+    fits: bool | None = None  # None: the build was refused (``note`` says why)
+    step_seconds: float | None = None  # simulated, for plans that fit
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class UniformBaseline:
+    """Every uniform plan of a model on a wafer and the fastest that fits."""
+
+    rows: tuple[UniformRow, ...]
+    best: ParallelPlan | None  # span resolved; None when no uniform plan fits
+
+    @property
+    def best_row(self) -> UniformRow | None:
+        fitting = [r for r in self.rows if r.step_seconds is not None]
+        return min(fitting, key=lambda r: r.step_seconds or 0.0) if fitting else None
+
+    @property
+    def best_seconds(self) -> float | None:
+        row = self.best_row
+        return None if row is None else row.step_seconds
+
+    def summary(self) -> str:
+        fitting = sum(1 for r in self.rows if r.step_seconds is not None)
+        head = f"uniform plans: {len(self.rows)} tried, {fitting} fit"
+        row = self.best_row
+        if row is None or row.step_seconds is None:
+            return head + "; none fits"
+        return f"{head}; best {row.plan} ({row.step_seconds * 1e3:.4g} ms/step simulated)"
+
+
+def uniform_plans(graph: Graph, wafer: Wafer, max_ranks: int | None = None) -> list[ParallelPlan]:
+    """Every uniform plan (module docstring) with at most ``max_ranks`` (default: the
+    wafer's alive cores) ranks, in a fixed order."""
+    from waferflow.parallel.search import PP_CHOICES, TP_CHOICES, _divisors, _takes
+
+    limit = wafer.num_alive if max_ranks is None else min(max_ranks, wafer.num_alive)
+    batch = batch_size(graph, ParallelPlan())
+    tps = [t for t in TP_CHOICES if t <= limit and _takes(graph, wafer, ParallelPlan(tp=t))]
+    pps = [p for p in PP_CHOICES if p <= limit and _takes(graph, wafer, ParallelPlan(pp=p))]
+    return [
+        ParallelPlan(dp=dp, tp=tp, pp=pp, microbatches=m, algo=CollectiveAlgo.RING)
+        for dp in _divisors(batch)
+        for pp in pps
+        for tp in tps
+        if dp * tp * pp <= limit
+        for m in _divisors(batch // dp)
+    ]
+
+
+def uniform_baseline(
+    graph: Graph,
+    wafer: Wafer,
+    *,
+    max_ranks: int | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> UniformBaseline:
+    """Build every uniform plan and simulate the ones that fit (module docstring)."""
+    plans = uniform_plans(graph, wafer, max_ranks)
+    rows: list[UniformRow] = []
+    best: tuple[float, int, ParallelPlan] | None = None
+    for i, plan in enumerate(plans):
+        if progress is not None:
+            progress(f"uniform plans: {plan} ({i + 1} of {len(plans)})")
+        try:
+            res = build_parallel_plan(graph, wafer, plan, check_memory=False)
+        except PlanError as e:
+            first = str(e).splitlines()[0] if str(e) else ""
+            rows.append(UniformRow(str(plan), note=first[:NOTE_CHARS]))
+            continue
+        if not res.memory.fits:
+            rows.append(UniformRow(str(res.spec), fits=False, note="does not fit"))
+            continue
+        assert res.wafer is not None
+        step = simulate(res.plan, res.wafer).step_time
+        rows.append(UniformRow(str(res.spec), fits=True, step_seconds=step))
+        if best is None or step < best[0]:  # ties: the first in grid order
+            best = (step, i, res.spec)
+    return UniformBaseline(tuple(rows), None if best is None else best[2])
+
+
+__all__ = ["UniformBaseline", "UniformRow", "uniform_baseline", "uniform_plans"]
