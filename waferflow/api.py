@@ -268,7 +268,8 @@ class CompiledPlan:
         return (
             f"<CompiledPlan {self.plan.name!r} on {self.wafer.name!r} "
             f"({self.wafer.rows}x{self.wafer.cols}): {len(self.plan.actors):,} actors on "
-            f"{self.wafer.units(len(self.plan.cores))}, {len(self.plan.messages):,} messages>"
+            f"{self.wafer.units(self.wafer.count_cores(self.plan.cores))}, "
+            f"{len(self.plan.messages):,} messages>"
         )
 
 
@@ -365,6 +366,7 @@ def compile(
     seq: int | None = None,
     dtype: str | None = None,
     name: str | None = None,
+    moe_skew: float = 1.0,
     place: str | None = "auto",
     place_time: float = 10.0,
     seed: int = 0,
@@ -377,7 +379,8 @@ def compile(
 
     ``model`` is an ``nn.Module`` (with ``example_inputs``) or a zoo name such as
     ``"hf:gpt2"`` / ``"cnn:amcoda"`` / ``"path/file.py:factory"`` (then ``batch`` and
-    ``seq`` size its inputs; ``dtype`` ``"bf16"`` / ``"f16"`` casts it). ``wafer`` is a preset name, a TOML path or a ``Wafer``;
+    ``seq`` size its inputs; ``dtype`` ``"bf16"`` / ``"f16"`` casts it; ``moe_skew`` is the
+    mixture-of-experts load assumption, see ``trace``). ``wafer`` is a preset name, a TOML path or a ``Wafer``;
     ``coarsen=k`` plans on the k x k coarse view. ``passes`` overrides the pipeline.
     ``plan`` is a parallel plan (``"dp=2,tp=4,pp=2,microbatches=4"``) or ``"auto"``
     (searched: ``waferflow.parallel.search``, kept in ``CompiledPlan.search``); ``place`` is
@@ -404,7 +407,7 @@ def compile(
     with _timed(timings, "trace", progress):
         if isinstance(model, str | Path) and example_inputs is None and loss_fn is None:
             graph = trace_model(str(model), mode=mode, optimizer=optimizer, batch=batch,
-                                seq=seq, dtype=dtype, name=name)  # fmt: skip
+                                seq=seq, dtype=dtype, name=name, moe_skew=moe_skew)  # fmt: skip
         elif isinstance(model, str | Path):
             bundle = load_model(str(model), batch=batch, seq=seq, dtype=dtype)
             if param_count(str(model)) is None:  # a file's model: counted once built
@@ -416,13 +419,14 @@ def compile(
                 optimizer=optimizer,
                 loss_fn=loss_fn or bundle.loss_fn,
                 name=name or bundle.name,
+                moe_skew=moe_skew,
             )
         else:
             if example_inputs is None:
                 raise WaferflowError("compile() needs example_inputs for an nn.Module")
             _check_module(model, w, plan, mode, optimizer, name or type(model).__name__)
             graph = trace(model, example_inputs, mode=mode, optimizer=optimizer,
-                          loss_fn=loss_fn, name=name)  # fmt: skip
+                          loss_fn=loss_fn, name=name, moe_skew=moe_skew)  # fmt: skip
     buf = io.StringIO()
     with _timed(timings, "passes", progress):
         pm = PassManager(pipeline, print_ir_after_all=keep_ir, out=buf)

@@ -31,6 +31,9 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seq", type=int, default=None, help="sequence length for language models")
     p.add_argument("--dtype", choices=["f32", "bf16", "f16"], default=None,
                    help="cast the model's parameters and floating inputs (default: as built, f32)")  # fmt: skip
+    p.add_argument("--moe-skew", type=float, default=1.0, metavar="S",
+                   help="mixture-of-experts load assumption: the busiest expert gets S times "
+                   "the mean share of tokens; every expert is sized for it (default 1: uniform)")  # fmt: skip
 
 
 def _check_model(args: argparse.Namespace) -> None:
@@ -45,7 +48,7 @@ def _trace_model(args: argparse.Namespace):  # -> Graph
     from waferflow.frontend import trace_model
 
     return trace_model(args.model, mode=args.mode, optimizer=args.optimizer, batch=args.batch,
-                       seq=args.seq, dtype=args.dtype)  # fmt: skip
+                       seq=args.seq, dtype=args.dtype, moe_skew=args.moe_skew)  # fmt: skip
 
 
 def _read_graph(path: str):  # -> Graph
@@ -397,6 +400,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
         batch=args.batch,
         seq=args.seq,
         dtype=args.dtype,
+        moe_skew=args.moe_skew,
         print_ir_after=tuple(args.print_ir_after or ()),
         place=args.place,
         place_time=args.place_time,

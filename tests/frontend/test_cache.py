@@ -6,6 +6,7 @@ import pytest
 
 from waferflow.frontend import cache, clear_trace_cache, trace_model
 from waferflow.ir import print_graph
+from waferflow.ir.opkind import OpKind
 
 
 def test_a_zoo_model_is_traced_once_and_handed_out_as_copies(
@@ -31,3 +32,16 @@ def test_a_zoo_model_is_traced_once_and_handed_out_as_copies(
     clear_trace_cache()
     trace_model("hf:gpt2-tiny", mode="train", batch=2, seq=16)
     assert len(loads) == 3
+
+
+def test_the_expert_load_skew_is_part_of_the_key() -> None:
+    clear_trace_cache()
+
+    def capacities(skew: float) -> set[object]:
+        g = trace_model("hf:mixtral-tiny", mode="infer", moe_skew=skew)
+        return {op.attrs.get("capacity") for op in g.ops if op.kind is OpKind.MOE_DISPATCH}
+
+    uniform, skewed = capacities(1.0), capacities(1.5)
+    assert len(uniform) == 1 and len(skewed) == 1 and skewed != uniform
+    assert capacities(1.0) == uniform  # each from its own cache entry
+    clear_trace_cache()

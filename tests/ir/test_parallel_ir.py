@@ -64,7 +64,7 @@ def test_golden_parallel_graphs_round_trip_as_text_and_json(path: Path) -> None:
 def test_the_annotations_are_typed_and_frozen() -> None:
     g = _graph("  return %y\n}\n")
     assert g.parallel is not None and g.parallel.level is ParallelLevel.SHARDED
-    assert g.parallel.degrees() == {MeshAxis.DP: 2, MeshAxis.TP: 2, MeshAxis.MB: 2}
+    assert g.parallel.degrees() == {MeshAxis.DP: 2, MeshAxis.TP: 2, MeshAxis.MB: 2, MeshAxis.EP: 1}
     y = g.value("y")
     assert y.sharding == Sharding.of({MeshAxis.DP: Split(0, 4), MeshAxis.TP: PARTIAL,
                                       MeshAxis.MB: Split(0, 2)})  # fmt: skip

@@ -83,12 +83,13 @@ def _outcome(st: ParallelState) -> str:
     return plan_to_json(plan) + repr(memory(st, check=False))
 
 
-def _hoist_by_scans(prog: Program, core: int, rank: int) -> None:
+def _hoist_by_scans(prog: Program, core: int, rank: int, *, spread: bool = True) -> None:
     """The definition: each gradient collective of block L moves to just after the
     latest of its inputs, after the items moved there before it."""
     items = prog.items[core]
     start = next((i for i, it in enumerate(items) if it.late), len(items))
     head, rest = items[:start], []
+    moved: set[Item] = set()
     for it in items[start:]:
         if it.coll < 0:
             rest.append(it)
@@ -100,9 +101,10 @@ def _hoist_by_scans(prog: Program, core: int, rank: int) -> None:
             rest.append(it)
             continue
         pos = max(where) + 1
-        while pos < len(head) and head[pos].spread:
+        while pos < len(head) and head[pos] in moved:
             pos += 1
-        head.insert(pos, Item(coll=it.coll, member=it.member, spread=True))
+        head.insert(pos, Item(coll=it.coll, member=it.member, spread=spread))
+        moved.add(head[pos])
         prog.producer[(ci.op, rank, ci.instance)] = head[pos]
     prog.items[core] = head + rest
 

@@ -276,3 +276,11 @@ def mlp_step() -> Graph:
 
     path = INPUTS / "mlp_step.wf"
     return parse_graph(path.read_text(encoding="utf-8"), source=str(path))
+
+
+def moe_step() -> Graph:
+    """A traced mixture-of-experts training step (``inputs/moe_step.wf``), as text."""
+    from waferflow.ir.parser import parse_graph
+
+    path = INPUTS / "moe_step.wf"
+    return parse_graph(path.read_text(encoding="utf-8"), source=str(path))

@@ -21,13 +21,18 @@ from .golden import GOLDEN_DIR, check_golden, golden_text, strip_comments
 WAFER = get_wafer("mesh4x4")
 TP2 = "parallelize{tp=2,span=1}"
 DP_PP_MB = "parallelize{dp=2,pp=2,microbatches=2,span=1}"
+ZERO1 = "parallelize{dp=2,zero=1,span=1}"
+ZERO3 = "parallelize{dp=2,microbatches=2,zero=3,span=1}"
+EP2 = "parallelize{ep=2,span=1}"
+SHIFT = "parallelize{dp=2,zero=3,matmul=shift,span=1},insert-collectives"
 
 
-def after(pipeline: str) -> Callable[[], Graph]:
-    """The MLP step after ``pipeline``: the input of the next pass's golden case."""
+def after(pipeline: str, source: Callable[[], Graph] = graphs.mlp_step) -> Callable[[], Graph]:
+    """The MLP step (or ``source``) after ``pipeline``: the input of the next pass's
+    golden case."""
 
     def build() -> Graph:
-        return PassManager(pipeline).run(graphs.mlp_step(), PassContext(wafer=WAFER))
+        return PassManager(pipeline).run(source(), PassContext(wafer=WAFER))
 
     return build
 
@@ -61,6 +66,16 @@ CASES: list[tuple[str, str, Callable[[], Graph], str]] = [
     ("parallelize", "mlp_dp2_pp2_mb2", graphs.mlp_step, DP_PP_MB),
     ("insert-collectives", "mlp_tp2", after(TP2), "insert-collectives"),
     ("insert-collectives", "mlp_dp2_pp2_mb2", after(DP_PP_MB), "insert-collectives"),
+    # ZeRO: stage 1 reduce-scatters the gradients and gathers the updated parameters;
+    # stage 3 keeps the parameters as dp shards, gathered before each phase's use
+    ("parallelize", "mlp_dp2_zero3", graphs.mlp_step, ZERO3),
+    ("insert-collectives", "mlp_dp2_zero1", after(ZERO1), "insert-collectives"),
+    ("insert-collectives", "mlp_dp2_mb2_zero3", after(ZERO3), "insert-collectives"),
+    # compute-shift: schedule marks the parameter gathers feeding a matmul shift=true
+    ("schedule", "mlp_dp2_zero3_shift", after(SHIFT), "schedule"),
+    # experts: dealt out over ep, their tokens re-split by expert (all-to-all) and back
+    ("parallelize", "moe_ep2", graphs.moe_step, EP2),
+    ("insert-collectives", "moe_ep2", after(EP2, graphs.moe_step), "insert-collectives"),
     ("schedule", "mlp_tp2", after(f"{TP2},insert-collectives"), "schedule"),
     ("schedule", "mlp_dp2_pp2_mb2", after(f"{DP_PP_MB},insert-collectives"), "schedule"),
     (

@@ -126,7 +126,8 @@ def prepare(plan: Plan, wafer: Wafer, config: SimConfig) -> Prepared:
     actors = plan.actors
     actor_ci = [ci_of.get(a.core, -1) for a in actors]
     compute = config.compute
-    dur = [int(compute(a, wafer)) for a in actors]
+    # an in-network step on a switch adds and copies at line rate: no time of its own
+    dur = [0 if wafer.is_switch_node(a.core) else int(compute(a, wafer)) for a in actors]
     for a, d in zip(actors, dur, strict=True):
         if d < 0:
             raise PlanError(f"compute model gave actor {a.id} ({a.name!r}) a negative duration")
@@ -153,19 +154,23 @@ def prepare(plan: Plan, wafer: Wafer, config: SimConfig) -> Prepared:
     link_dst: list[int] = []
     link_d2d: list[bool] = []
     route_cache: dict[tuple[int, int], tuple[tuple[int, ...], tuple[bool, ...]]] = {}
-    ncores = wafer.rows * wafer.cols
+    nnodes = wafer.num_nodes  # cores, and a switched fabric's switches
 
     single_die = wafer.die_rows == 1 and wafer.die_cols == 1
     d2d_spec = wafer.d2d_link is not None
-    # a ragged coarse view has narrower links on its last row / column (Wafer.link_spec)
+    # a ragged coarse view has narrower links on its last row / column (Wafer.link_spec);
+    # a switched fabric's levels differ in bandwidth and latency: specs per link
     ragged = bool(wafer.fine_rows or wafer.fine_cols)
+    tree = wafer.tree is not None
+    shared = not (ragged or tree)  # else links differ in spec: no per-shape sharing
     link_bw: list[float] = []
+    link_lat: list[int] = []
 
     def links_of(path: list[int]) -> tuple[tuple[int, ...], tuple[bool, ...]]:
         """Link indices along ``path`` and, per hop, whether it uses the d2d spec."""
         idx: list[int] = []
         for a, b in itertools.pairwise(path):
-            key = a * ncores + b
+            key = a * nnodes + b
             li = link_index.get(key)
             if li is None:
                 li = len(link_src)
@@ -175,8 +180,10 @@ def prepare(plan: Plan, wafer: Wafer, config: SimConfig) -> Prepared:
                 link_d2d.append(
                     not single_die and crosses_die(wafer, divmod(a, cols), divmod(b, cols))
                 )
-                if ragged:
-                    link_bw.append(wafer.link_spec(divmod(a, cols), divmod(b, cols)).bandwidth)
+                if ragged or tree:
+                    spec = wafer.link_spec(wafer.node_coord(a), wafer.node_coord(b))
+                    link_bw.append(spec.bandwidth)
+                    link_lat.append(seconds_to_ps(spec.latency))
             idx.append(li)
         if single_die or not d2d_spec:
             return tuple(idx), (False,) * len(idx)
@@ -209,16 +216,16 @@ def prepare(plan: Plan, wafer: Wafer, config: SimConfig) -> Prepared:
             cached = explicit.get(m.route)
             if cached is None:  # many messages share a route: check and number it once
                 _check_route(wafer, m.id, list(m.route))
-                cached = explicit[m.route] = links_of(list(m.route))
+                cached = explicit[m.route] = links_of([wafer.physical_node(x) for x in m.route])
             links, kinds = cached
         else:
             cached = route_cache.get((s, d))
             if cached is None:
                 path = route(wafer, divmod(s, cols), divmod(d, cols), config.route_order)
-                cached = links_of([r * cols + c for r, c in path])
+                cached = links_of([wafer.node_id(x) for x in path])
                 route_cache[(s, d)] = cached
             links, kinds = cached
-        if not ragged:
+        if shared:
             shape = shapes.get((m.bytes, kinds))
             if shape is not None:
                 msg_sf[m.id], msg_sl[m.id], msg_lat[m.id], msg_npk[m.id] = shape
@@ -226,10 +233,14 @@ def prepare(plan: Plan, wafer: Wafer, config: SimConfig) -> Prepared:
                 continue
         n, full, last = packetize(m.bytes, flow.packet_bytes, flow.header_packets)
         h = len(links)
-        if ragged:
+        if ragged or tree:
             msg_sf[m.id] = tuple(duration_ps(full, link_bw[li]) for li in links)
             msg_sl[m.id] = tuple(duration_ps(last, link_bw[li]) for li in links)
-            msg_lat[m.id] = tuple(lat_d2d if k else lat_on for k in kinds)
+            msg_lat[m.id] = (
+                tuple(link_lat[li] for li in links)
+                if tree
+                else tuple(lat_d2d if k else lat_on for k in kinds)
+            )
         elif True in kinds:
             msg_sf[m.id] = tuple(ser(k, full) for k in kinds)
             msg_sl[m.id] = tuple(ser(k, last) for k in kinds)
@@ -240,7 +251,7 @@ def prepare(plan: Plan, wafer: Wafer, config: SimConfig) -> Prepared:
             msg_lat[m.id] = (lat_on,) * h
         msg_links[m.id] = links
         msg_npk[m.id] = n
-        if not ragged:  # messages of one size over hops of the same kinds: one shape
+        if shared:  # messages of one size over hops of the same kinds: one shape
             shapes[(m.bytes, kinds)] = (msg_sf[m.id], msg_sl[m.id], msg_lat[m.id], n)
     lead = list(range(n_msgs))
     members: dict[int, list[int]] = {}
@@ -289,8 +300,7 @@ def prepare(plan: Plan, wafer: Wafer, config: SimConfig) -> Prepared:
 
 
 def _check_route(wafer: Wafer, mid: int, path: list[int]) -> None:
-    cols = wafer.cols
-    coords = [divmod(c, cols) for c in path]
+    coords = [wafer.node_coord(c) for c in path]
     for c in coords:
         if c in wafer.dead_cores:
             raise PlanError(f"messages[{mid}].route visits dead core {c}; route around it")

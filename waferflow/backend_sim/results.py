@@ -153,12 +153,11 @@ class SimResult:
         return max((c.peak_mem_bytes for c in self.cores), default=0)
 
     def link_stat(self, index: int) -> LinkStat:
-        cols = self.wafer.cols
         busy = self.link_busy_ps[index]
         return LinkStat(
             index=index,
-            src=divmod(self.link_src[index], cols),
-            dst=divmod(self.link_dst[index], cols),
+            src=self.wafer.node_coord(self.link_src[index]),
+            dst=self.wafer.node_coord(self.link_dst[index]),
             bytes=self.link_bytes[index],
             busy_ps=busy,
             d2d=self.link_d2d[index],
@@ -219,8 +218,9 @@ class SimResult:
     # -- presentation ----------------------------------------------------------------------
     def summary(self, top: int = 3) -> str:
         plan, step = self.plan, self.step_time_ps
-        n_used = len(self.cores)
         w = self.wafer
+        real = [c for c in self.cores if not w.is_switch_node(c.core)]
+        n_used = len(real)  # a switched fabric's switch units run no compute
         unit = w.unit  # "core", or on a coarse view "node" (of k x k cores)
         remote = [m for m, h in zip(plan.messages, self.msg_hops, strict=True) if h]
         lines = [
@@ -233,9 +233,9 @@ class SimResult:
         ]
         if n_used and step:
             tot = step * n_used
-            comp = sum(c.compute_ps for c in self.cores) / tot
-            comm = sum(c.comm_ps for c in self.cores) / tot
-            idle = sum(c.idle_ps for c in self.cores) / tot
+            comp = sum(c.compute_ps for c in real) / tot
+            comm = sum(c.comm_ps for c in real) / tot
+            idle = sum(c.idle_ps for c in real) / tot
             lines.append(
                 f"  {unit + ' time':<22}compute {100 * comp:.1f} %, comm wait {100 * comm:.1f} %, "
                 f"idle {100 * idle:.1f} %"

@@ -128,7 +128,8 @@ def _assemble(plan: Plan, wafer: Wafer, p: Prepared, raw: RawRun) -> SimResult:
         for ci, c in enumerate(p.cores)
     )
     ideal = sum(ideal_compute_ps(a, wafer) for a in plan.actors)
-    util = ideal / (step * len(p.cores)) if step and p.cores else 0.0
+    n_used = sum(1 for c in p.cores if not wafer.is_switch_node(c))  # switches run no compute
+    util = ideal / (step * n_used) if step and n_used else 0.0
     n_links = p.n_plan_links
     return SimResult(
         plan=plan,

@@ -21,7 +21,7 @@ from waferflow.errors import TraceError
 class HFSpec:
     """One Hugging Face zoo entry: how to build it and its default sizes."""
 
-    family: str  # gpt2 | llama | bert | vit
+    family: str  # gpt2 | llama | mixtral | bert | vit
     config: tuple[tuple[str, Any], ...]
     batch: int
     seq: int | None  # None for image models
@@ -58,6 +58,22 @@ SPECS: dict[str, HFSpec] = {
         1,
         2048,
         "GPT-3 175B shaped (dense GPT-2 blocks): 96 layers, d=12288, 96 heads, context 2048",
+    ),
+    # the layer shapes of the FRED paper's transformer workloads, cut to 4 layers (one
+    # per pipeline stage of a 4-stage plan): a per-layer comparison of fabrics
+    "gpt3-4l": HFSpec(
+        "gpt2",
+        (("n_layer", 4), ("n_embd", 12288), ("n_head", 96), ("n_positions", 2048)),
+        16,
+        2048,
+        "GPT-3 175B's layer (d=12288, 96 heads, seq 2048), 4 layers: fabric comparisons",
+    ),
+    "t17b-4l": HFSpec(
+        "gpt2",
+        (("n_layer", 4), ("n_embd", 4256), ("n_head", 28), ("n_positions", 2048)),
+        16,
+        2048,
+        "Transformer-17B's layer (Turing-NLG: d=4256, 28 heads, seq 2048), 4 layers",
     ),
     "llama-7b": HFSpec(
         "llama",
@@ -118,6 +134,40 @@ SPECS: dict[str, HFSpec] = {
         2,
         32,
         "LLaMA shaped, for tests: 2 layers, d=64, 4 heads (2 KV heads), vocab 512",
+    ),
+    "mixtral-8x7b": HFSpec(
+        "mixtral",
+        (
+            ("hidden_size", 4096),
+            ("num_hidden_layers", 32),
+            ("num_attention_heads", 32),
+            ("num_key_value_heads", 8),
+            ("intermediate_size", 14336),
+            ("num_local_experts", 8),
+            ("num_experts_per_tok", 2),
+            ("vocab_size", 32000),
+            ("max_position_embeddings", 32768),
+        ),
+        1,
+        2048,
+        "Mixtral 8x7B (46.7B, 12.9B active): 32 layers, d=4096, 8 experts (top-2) of FFN 14336",
+    ),
+    "mixtral-tiny": HFSpec(
+        "mixtral",
+        (
+            ("hidden_size", 64),
+            ("num_hidden_layers", 2),
+            ("num_attention_heads", 4),
+            ("num_key_value_heads", 2),
+            ("intermediate_size", 128),
+            ("num_local_experts", 4),
+            ("num_experts_per_tok", 2),
+            ("max_position_embeddings", 128),
+            *_TINY_TEXT,
+        ),
+        4,
+        32,
+        "Mixtral shaped, for tests: 2 layers, d=64, 4 experts (top-2) of FFN 128, vocab 512",
     ),
     "bert-base": HFSpec("bert", (), 8, 128, "BERT base (110M) masked LM: 12 layers, d=768"),
     "bert-tiny": HFSpec(
@@ -190,6 +240,9 @@ _DEFAULTS: dict[str, dict[str, Any]] = {
     "llama": {"vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 11008,
               "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": None,
               "tie_word_embeddings": False},
+    "mixtral": {"vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 14336,
+                "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+                "num_local_experts": 8, "tie_word_embeddings": False},
     "bert": {"vocab_size": 30522, "hidden_size": 768, "num_hidden_layers": 12,
              "intermediate_size": 3072, "max_position_embeddings": 512, "type_vocab_size": 2},
     "vit": {"hidden_size": 768, "num_hidden_layers": 12, "intermediate_size": 3072,
@@ -248,10 +301,13 @@ def param_count(spec: str) -> int | None:
         d, inner = c["n_embd"], c["n_inner"] or 4 * c["n_embd"]
         layer = 2 * d + (3 * d * d + 3 * d) + (d * d + d) + 2 * d + 2 * d * inner + inner + d
         return c["vocab_size"] * d + c["n_positions"] * d + c["n_layer"] * layer + 2 * d
-    if entry.family == "llama":
+    if entry.family in ("llama", "mixtral"):
         d, heads = c["hidden_size"], c["num_attention_heads"]
         kv = (c["num_key_value_heads"] or heads) * (d // heads)
-        layer = 2 * d * d + 2 * d * kv + 3 * d * c["intermediate_size"] + 2 * d
+        ffn = 3 * d * c["intermediate_size"]  # gate, up and down projections
+        if entry.family == "mixtral":  # one FFN per expert, and the router (no bias)
+            ffn = c["num_local_experts"] * ffn + d * c["num_local_experts"]
+        layer = 2 * d * d + 2 * d * kv + ffn + 2 * d
         head = 0 if c["tie_word_embeddings"] else c["vocab_size"] * d
         return c["vocab_size"] * d + c["num_hidden_layers"] * layer + d + head
     d, inner = c["hidden_size"], c["intermediate_size"]

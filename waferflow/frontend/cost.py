@@ -41,7 +41,8 @@ from waferflow.ir.opkind import (
 )
 
 _FREE = VIEWS | SOURCES | BOOKKEEPING
-_PER_LARGEST_ELEMENT = REDUCTION | NORMALIZATION | POOLING | LOSS
+_PER_LARGEST_ELEMENT = REDUCTION | NORMALIZATION | POOLING | LOSS | {OpKind.TOPK}
+_MOVES_ONLY = MOVEMENT | {OpKind.EMBEDDING, OpKind.MOE_DISPATCH, OpKind.MOE_COMBINE}
 
 # Attention ops that torch's registry lacks (the CPU flash variant) share the
 # argument order of the flash-attention formula it has.
@@ -87,7 +88,7 @@ def op_cost(
         flops = operands[0].numel if operands else 0
     elif kind is OpKind.OPAQUE:
         flops = sum(t.numel for t in results)
-    elif kind in MOVEMENT or kind is OpKind.EMBEDDING:
+    elif kind in _MOVES_ONLY:
         flops = 0
     else:
         flops = sum(t.numel for t in results)

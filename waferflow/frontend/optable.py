@@ -19,6 +19,7 @@ from types import MappingProxyType
 
 import torch
 
+import waferflow.frontend.moe  # noqa: F401  (registers torch.ops.waferflow.*)
 from waferflow.ir.graph import AttrValue
 from waferflow.ir.opkind import OpKind
 
@@ -174,6 +175,8 @@ _SPEC: tuple[tuple[OpKind, str, tuple[tuple[str, AttrValue], ...]], ...] = (
     (K.NLL_LOSS_BACKWARD, "nll_loss_backward nll_loss2d_backward", ()),
     (K.MSE_LOSS, "mse_loss", ()),
     (K.MSE_LOSS_BACKWARD, "mse_loss_backward", ()),
+    # routing (the router's choice; moe_dispatch / moe_combine are ours, below)
+    (K.TOPK, "topk", ()),
     # bookkeeping
     (
         K.ASSERT,
@@ -195,6 +198,9 @@ def _build_table() -> Mapping[object, KindEntry]:
             if packet in table:
                 raise AssertionError(f"aten.{name} appears twice in the op table")
             table[packet] = KindEntry(kind, attrs)
+    # waferflow's own ops (``frontend/moe.py``): routing with static shapes
+    table[torch.ops.waferflow.moe_dispatch] = KindEntry(K.MOE_DISPATCH)
+    table[torch.ops.waferflow.moe_combine] = KindEntry(K.MOE_COMBINE)
     return MappingProxyType(table)
 
 

@@ -47,6 +47,7 @@ from torch.utils import _pytree as pytree
 
 from waferflow.errors import ConfigError, TraceError, WaferflowError
 from waferflow.frontend.convert import OutputSpec, SourceSpec, convert
+from waferflow.frontend.moe import static_experts
 from waferflow.frontend.optim import (
     AdamWConfig,
     Optimizer,
@@ -225,6 +226,7 @@ def trace(
     optimizer: str | Optimizer = "sgd",
     loss_fn: LossFn | None = None,
     name: str | None = None,
+    moe_skew: float = 1.0,
 ) -> Graph:
     """Trace ``model`` called on ``example_inputs`` (a tuple of positional
     arguments, or one tensor) into an IR graph.
@@ -233,9 +235,17 @@ def trace(
     a whole training step in train mode: forward, ``loss_fn(output, *inputs)``
     (default: the mean of the first floating output), the gradients of every
     parameter that requires grad, and an ``optimizer`` update ("sgd" or "adamw").
+    Mixture-of-experts layers (Hugging Face experts modules, e.g. Mixtral's) run on a
+    fixed capacity per expert under the load assumption ``moe_skew`` (1: uniform
+    routing; s > 1: the busiest expert gets s times the mean), with routing as the
+    typed ops ``moe_dispatch`` / ``moe_combine`` (``waferflow.frontend.moe``).
     Raises ``TraceError`` with a one-line cause if the model cannot be traced.
     """
     mode_ = _choice(Mode, mode, "mode")
+    if isinstance(moe_skew, bool) or not isinstance(moe_skew, int | float) or not moe_skew >= 1:
+        raise TraceError(
+            f"moe_skew={moe_skew!r}: the expert load skew must be a number >= 1 (1 = uniform)"
+        )
     opt = _choice(Optimizer, optimizer, "optimizer")
     if not isinstance(model, nn.Module):
         raise TraceError(f"trace() needs a torch.nn.Module, got {type(model).__name__}")
@@ -274,6 +284,7 @@ def trace(
         fx_traceback.preserve_node_meta(),
         ModuleScopes(model) as scopes,
         _module_mode(model, train),
+        static_experts(model, moe_skew),
     ):
         if train:
             step = _train_step(model, layout, scopes, opt, loss_fn or default_loss)

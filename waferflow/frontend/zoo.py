@@ -3,8 +3,9 @@
 Specs:
 
 - ``hf:<name>``: a Hugging Face transformer from a config in code (``zoo_hf``):
-  gpt2, gpt2-medium, gpt2-tiny, gpt3-175b, llama-7b, llama-13b, llama-70b,
-  llama-tiny, bert-base, bert-tiny, vit-base, vit-tiny.
+  gpt2, gpt2-medium, gpt2-tiny, gpt3-175b, gpt3-4l, t17b-4l, llama-7b, llama-13b,
+  llama-70b, llama-tiny, mixtral-8x7b, mixtral-tiny, bert-base, bert-tiny, vit-base,
+  vit-tiny.
 - ``cnn:amcoda`` (the AMCoDA seed CNN), ``cnn:amcoda4`` (a 4-conv CNN for the seed
   machine) and ``cnn:resnet-tiny`` (``zoo_cnn``).
 - ``path/to/file.py:factory``: the file is imported by path and ``factory``

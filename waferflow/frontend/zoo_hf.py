@@ -47,6 +47,7 @@ def image_classification_loss(output: Any, *inputs: Any) -> torch.Tensor:
 LOSSES: dict[str, Callable[..., torch.Tensor]] = {
     "gpt2": causal_lm_loss,
     "llama": causal_lm_loss,
+    "mixtral": causal_lm_loss,
     "bert": masked_lm_loss,
     "vit": image_classification_loss,
 }
@@ -58,6 +59,7 @@ def _classes(family: str) -> tuple[Any, Any]:
     return {
         "gpt2": (tf.GPT2Config, tf.GPT2LMHeadModel),
         "llama": (tf.LlamaConfig, tf.LlamaForCausalLM),
+        "mixtral": (tf.MixtralConfig, tf.MixtralForCausalLM),
         "bert": (tf.BertConfig, tf.BertForMaskedLM),
         "vit": (tf.ViTConfig, tf.ViTForImageClassification),
     }[family]

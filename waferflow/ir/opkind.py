@@ -106,6 +106,12 @@ class OpKind(Enum):
     NLL_LOSS_BACKWARD = "nll_loss_backward"
     MSE_LOSS = "mse_loss"
     MSE_LOSS_BACKWARD = "mse_loss_backward"
+    # routing (mixture of experts): the router's top-k choice; tokens to their experts'
+    # slots on a fixed capacity and back (``frontend/moe.py``: the load assumption is
+    # in their attributes ``capacity`` and ``skew``)
+    TOPK = "topk"
+    MOE_DISPATCH = "moe_dispatch"
+    MOE_COMBINE = "moe_combine"
     # optimizer updates (fused by passes or emitted directly)
     SGD_UPDATE = "sgd_update"
     ADAM_UPDATE = "adam_update"
@@ -173,6 +179,7 @@ EMBEDDING: frozenset[OpKind] = frozenset({K.EMBEDDING, K.EMBEDDING_BACKWARD})
 LOSS: frozenset[OpKind] = frozenset(
     {K.NLL_LOSS, K.NLL_LOSS_BACKWARD, K.MSE_LOSS, K.MSE_LOSS_BACKWARD}
 )
+ROUTING: frozenset[OpKind] = frozenset({K.TOPK, K.MOE_DISPATCH, K.MOE_COMBINE})
 OPTIMIZER: frozenset[OpKind] = frozenset({K.SGD_UPDATE, K.ADAM_UPDATE})
 COLLECTIVE: frozenset[OpKind] = frozenset(
     {K.ALL_REDUCE, K.REDUCE_SCATTER, K.ALL_GATHER, K.BROADCAST, K.REDUCE, K.ALL_TO_ALL}
@@ -190,6 +197,7 @@ GROUPS: dict[str, frozenset[OpKind]] = {
     "movement": MOVEMENT,
     "embedding": EMBEDDING,
     "loss": LOSS,
+    "routing": ROUTING,
     "optimizer": OPTIMIZER,
     "collective": COLLECTIVE,
     "comm": COMM,

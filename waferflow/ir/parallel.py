@@ -40,7 +40,9 @@ VIEWISH = frozenset(
      K.DETACH, K.CLONE}
 )  # fmt: skip
 
-AXES = (MeshAxis.MB, MeshAxis.DP, MeshAxis.TP)  # the order axes print in and chain in
+# the order axes print in and chain in
+AXES = (MeshAxis.MB, MeshAxis.DP, MeshAxis.EP, MeshAxis.TP)
+RANK_AXES = (MeshAxis.DP, MeshAxis.EP, MeshAxis.TP)  # the axes ranks lie along (mb: in time)
 
 
 class MbMode(Enum):
@@ -75,10 +77,13 @@ class GraphParallel:
     pp: int = 1
     ranks: int = 1
     level: ParallelLevel = ParallelLevel.SHARDED
+    zero: int = 0  # ZeRO stage: 3 keeps parameters only as their dp shard (``stored_shard``)
+    ep: int = 1  # expert-parallel ranks (a batch axis that also splits the experts)
     reshard: bool = False
 
     def degree(self, axis: MeshAxis) -> int:
-        return {MeshAxis.DP: self.dp, MeshAxis.TP: self.tp, MeshAxis.MB: self.mb}[axis]
+        return {MeshAxis.DP: self.dp, MeshAxis.TP: self.tp, MeshAxis.MB: self.mb,
+                MeshAxis.EP: self.ep}[axis]  # fmt: skip
 
     def degrees(self) -> dict[MeshAxis, int]:
         return {a: self.degree(a) for a in MeshAxis}
@@ -134,16 +139,50 @@ def root_value(v: Value) -> Value:
     return v
 
 
+def stored_shard(v: Value, axis: MeshAxis, have: Placement) -> bool:
+    """Whether ``v`` is a parameter or optimizer state (seen through views) kept only
+    as its shard along ``dp`` (ZeRO): unlike an input, which each rank loads as it
+    needs it, such a shard is all a rank has, so re-placing it is communication."""
+    if axis is not MeshAxis.DP or not isinstance(have, Split):
+        return False
+    while v.producer is not None and v.producer.kind in VIEWISH and v.producer.operands:
+        v = v.producer.operands[0]
+    return v.producer is not None and v.producer.kind in (K.PARAM, K.BUFFER)
+
+
 def needs_conversion(v: Value, axis: MeshAxis, have: Placement, need: Placement) -> bool:
     """Whether an operand placed ``have`` along ``axis`` needs communication (or, along
     ``mb``, accumulation) to become ``need``. Free: the same placement; cutting a
     replicated value (a local slice); re-placing a source that is not partial along
-    a rank axis (inputs and weights are loaded as each rank needs them)."""
+    a rank axis (inputs and weights are loaded as each rank needs them), unless it is
+    a ZeRO shard (``stored_shard``)."""
     if have == need:
         return False
     if isinstance(have, Replicated) and isinstance(need, Split):
         return False
+    if stored_shard(v, axis, have):
+        return True
     return not (axis is not MeshAxis.MB and from_source(v) and not isinstance(have, Partial))
+
+
+def updates_param(v: Value) -> bool:
+    """Whether ``v`` is a parameter's new value: made by optimizer ops (phase ``opt``)
+    that read the parameter itself (an optimizer's new moments read only gradients
+    and state). ZeRO-1 / 2 gather these over ``dp`` at the end of the step."""
+    from waferflow.ir.graph import Phase  # graph.py imports this module
+
+    stack, seen = [v], set()
+    while stack:
+        x = stack.pop()
+        op = x.producer
+        if op is None or id(x) in seen:
+            continue
+        seen.add(id(x))
+        if op.kind is K.PARAM:
+            return True
+        if op.phase is Phase.OPT or op.kind in VIEWISH:
+            stack.extend(op.operands)
+    return False
 
 
 def op_label(op: Op) -> str:
@@ -165,6 +204,7 @@ def placement_word(p: Placement) -> str:
 
 __all__ = [
     "AXES",
+    "RANK_AXES",
     "VIEWISH",
     "GraphParallel",
     "MbMode",
@@ -177,4 +217,6 @@ __all__ = [
     "reads_value",
     "root_value",
     "sorted_axes",
+    "stored_shard",
+    "updates_param",
 ]

@@ -20,7 +20,7 @@ _MODES: dict[str, MbMode] = {m.value: m for m in MbMode}
 _LEVELS: dict[str, ParallelLevel] = {lv.value: lv for lv in ParallelLevel}
 _GRAPH_PAR_INTS = ("dp", "tp", "mb", "pp", "ranks")
 _BOOLS = {"true": True, "false": False}
-_GRAPH_PAR_KEYS = ("plan", "wafer", *_GRAPH_PAR_INTS, "level", "reshard")
+_GRAPH_PAR_KEYS = ("plan", "wafer", *_GRAPH_PAR_INTS, "level", "reshard", "ep", "zero")
 _OP_PAR_KEYS = ("stage", "mb", "in", "div", "stats", "on")
 
 
@@ -100,6 +100,10 @@ class ParallelClauses:
             if key == "reshard":
                 return self.expect_word(_BOOLS, "true or false")[1] == "true"
             value = self.expect_int(key)
+            if key == "zero":
+                if value not in (0, 1, 2, 3):
+                    raise self.error(f"zero must be 0, 1, 2 or 3 (a ZeRO stage), got {value}", pos)
+                return value
             if value < 1:
                 raise self.error(f"{key} must be at least 1, got {value}", pos)
             return value

@@ -291,6 +291,8 @@ def _verify_fits(plan: Plan, wafer: Wafer) -> None:
     ncores = wafer.rows * wafer.cols
     dead = wafer.dead_cores
     for i, a in enumerate(plan.actors):
+        if wafer.is_switch_node(a.core):
+            continue  # an in-network step on a switch of a switched fabric
         if not 0 <= a.core < ncores:
             raise PlanError(
                 f"actors[{i}].core = {a.core} is not on wafer {wafer.name!r} "
@@ -304,7 +306,7 @@ def _verify_fits(plan: Plan, wafer: Wafer) -> None:
     for i, m in enumerate(plan.messages):
         if m.route is not None:
             for c in m.route:
-                if not 0 <= c < ncores:
+                if not 0 <= c < ncores and not wafer.is_switch_node(c):
                     raise PlanError(f"messages[{i}].route visits core {c}, not on the wafer")
 
 

@@ -72,10 +72,12 @@ def format_sharding(s: Sharding, shape: Sequence[int], degrees: Degrees) -> str:
 
 
 def format_graph_parallel(gp: GraphParallel) -> str:
+    extra = (f", ep={gp.ep}" if gp.ep > 1 else "") + (f", zero={gp.zero}" if gp.zero else "")
     return (
         f"parallel(plan={json.dumps(gp.plan)}, wafer={json.dumps(gp.wafer)}, dp={gp.dp}, "
         f"tp={gp.tp}, mb={gp.mb}, pp={gp.pp}, ranks={gp.ranks}, level={gp.level.value}"
-        + (", reshard=true)" if gp.reshard else ")")
+        + (", reshard=true" if gp.reshard else "")
+        + f"{extra})"
     )
 
 

@@ -61,7 +61,19 @@ _VERSIONS = (1, 2)
 _TOP_KEYS = ("format", "version", "name", "ops", "outputs", "parallel")
 _OP_KEYS = ("kind", "operands", "results", "attrs", "phase", "prov", "cost", "par")
 _RESULT_KEYS = ("name", "dtype", "shape", "sharding")
-_GRAPH_PAR_KEYS = ("plan", "wafer", "dp", "tp", "mb", "pp", "ranks", "level", "reshard")
+_GRAPH_PAR_KEYS = (
+    "plan",
+    "wafer",
+    "dp",
+    "tp",
+    "mb",
+    "pp",
+    "ranks",
+    "level",
+    "reshard",
+    "ep",
+    "zero",
+)
 _OP_PAR_KEYS = ("stage", "mode", "inputs", "divided", "stats", "region")
 _PROV_KEYS = ("module", "aten")
 _COST_KEYS = ("flops", "bytes_read", "bytes_written")
@@ -171,6 +183,10 @@ def graph_to_json(graph: Graph) -> dict[str, Any]:
             "pp": gp.pp, "ranks": gp.ranks, "level": gp.level.value,
             **({"reshard": True} if gp.reshard else {}),
         }  # fmt: skip
+        if gp.zero:
+            doc["parallel"]["zero"] = gp.zero
+        if gp.ep > 1:
+            doc["parallel"]["ep"] = gp.ep
     return doc
 
 
@@ -281,7 +297,7 @@ def _decode_graph_parallel(raw: Any, path: str) -> GraphParallel:
     plan = _want(raw["plan"], f"{path}.plan", _is_str, "a string")
     wafer = _want(raw["wafer"], f"{path}.wafer", _is_str, "a string")
     ints: dict[str, int] = {}
-    for key in ("dp", "tp", "mb", "pp", "ranks"):
+    for key in ("dp", "tp", "mb", "pp", "ranks", "ep"):
         value = raw.get(key, 1)
         if not _is_int(value) or value < 1:
             raise GraphFormatError(
@@ -289,10 +305,13 @@ def _decode_graph_parallel(raw: Any, path: str) -> GraphParallel:
             )
         ints[key] = value
     level = _enum_value(ParallelLevel, raw.get("level", "sharded"), f"{path}.level", "level")
+    zero = raw.get("zero", 0)
+    if not _is_int(zero) or zero not in (0, 1, 2, 3):
+        raise GraphFormatError(f"{path}.zero", f"expected a ZeRO stage 0..3, found {short(zero)}")
     reshard = raw.get("reshard", False)
     if not isinstance(reshard, bool):
         raise GraphFormatError(f"{path}.reshard", f"expected true or false, found {short(reshard)}")
-    return GraphParallel(plan, wafer, level=level, reshard=reshard, **ints)
+    return GraphParallel(plan, wafer, level=level, reshard=reshard, zero=zero, **ints)
 
 
 def _decode_sharding(raw: Any, path: str) -> Sharding:

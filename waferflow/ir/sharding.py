@@ -34,6 +34,7 @@ class MeshAxis(Enum):
     DP = "dp"
     TP = "tp"
     MB = "mb"
+    EP = "ep"  # expert parallel: a batch axis whose ranks also split the experts
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,6 +29,7 @@ from __future__ import annotations
 from waferflow.ir.graph import Graph, Op, Phase, Value
 from waferflow.ir.opkind import COLLECTIVE, REDUCTION, VIEWS
 from waferflow.ir.parallel import (
+    RANK_AXES,
     GraphParallel,
     MbMode,
     ParallelLevel,
@@ -40,7 +41,7 @@ from waferflow.ir.parallel import (
 )
 from waferflow.ir.sharding import MeshAxis, Partial, Placement, Replicated, Sharding, Split
 
-_RANK_AXES = (MeshAxis.DP, MeshAxis.TP)
+_RANK_AXES = RANK_AXES
 
 
 def _text(p: Placement) -> str:
@@ -76,7 +77,7 @@ class _Checker:
 
     def run(self) -> list[str]:
         gp = self.gp
-        for key in ("dp", "tp", "mb", "pp", "ranks"):
+        for key in ("dp", "tp", "mb", "pp", "ranks", "ep"):
             if getattr(gp, key) < 1:
                 self.problems.append(f"parallel(...): {key} must be at least 1")
         if self.problems:
@@ -209,8 +210,8 @@ class _Checker:
         par = op.par
         assert par is not None
         axis_name = op.attrs.get("axis")
-        if axis_name not in ("dp", "tp"):
-            self.add(index, op, f'a collective needs axis="dp" or "tp", got {axis_name!r}')
+        if axis_name not in [a.value for a in _RANK_AXES]:
+            self.add(index, op, f'a collective needs axis="dp", "ep" or "tp", got {axis_name!r}')
             return
         axis = MeshAxis(axis_name)
         src, dst = op.attrs.get("src"), op.attrs.get("dst")

@@ -133,11 +133,14 @@ def describe_view(wafer: Wafer) -> str:
 
 
 def hop_distance(wafer: Wafer, a: int, b: int) -> int:
-    """Hops of a fault-free shortest route between cores ``a`` and ``b``."""
+    """Hops of a fault-free shortest route between cores ``a`` and ``b``: links crossed
+    (on a switched fabric, two per level climbed to their lowest common switch)."""
     if a == b:
         return 0
     if wafer.topology is Topology.CROSSBAR:
         return 1
+    if wafer.tree is not None:
+        return wafer.tree.hops(divmod(a, wafer.cols), divmod(b, wafer.cols), wafer.cols)
     (ra, ca), (rb, cb) = divmod(a, wafer.cols), divmod(b, wafer.cols)
     dr, dc = abs(ra - rb), abs(ca - cb)
     if wafer.topology is Topology.TORUS:
@@ -204,17 +207,20 @@ class RankFlows:
         return tuple(Flow(a, b, w) for a, b, w in self.pairs)
 
 
-def rank_flows(plan: Plan, layout_cores: Sequence[Sequence[int]]) -> RankFlows:
+def rank_flows(
+    plan: Plan, layout_cores: Sequence[Sequence[int]], n_cores: int = 1 << 62
+) -> RankFlows:
     """Aggregate ``plan``'s messages by the ranks (``layout_cores[stage][rank]``) of their
-    endpoints' cores. Raises ``PlanError`` if an actor sits on a core of no rank."""
+    endpoints' cores; nodes from ``n_cores`` on are a fabric's switches, whose messages
+    are no rank's. Raises ``PlanError`` if an actor sits on a core of no rank."""
     pp, ranks = len(layout_cores), len(layout_cores[0])
     rank_of = {c: s * ranks + r for s, cs in enumerate(layout_cores) for r, c in enumerate(cs)}
     pairs: dict[tuple[int, int], float] = {}
     stages: dict[tuple[int, int], float] = {}
     for m in plan.messages:
         ca, cb = plan.actors[m.src_actor].core, plan.actors[m.dst_actor].core
-        if ca == cb or m.bytes == 0:
-            continue
+        if ca == cb or m.bytes == 0 or max(ca, cb) >= n_cores:
+            continue  # local, empty, or to a switch (an in-network collective's step)
         a, b = rank_of.get(ca), rank_of.get(cb)
         if a is None or b is None:
             raise PlanError(
@@ -234,15 +240,26 @@ def rank_flows(plan: Plan, layout_cores: Sequence[Sequence[int]]) -> RankFlows:
     )
 
 
-def layout_cost(flows: RankFlows, cores: Sequence[int], cols: int) -> float:
-    """``sum(bytes x Manhattan hops)`` of the rank flows with rank ``i`` on ``cores[i]``."""
+def layout_cost(
+    flows: RankFlows, cores: Sequence[int], cols: int, dist: np.ndarray | None = None
+) -> float:
+    """``sum(bytes x hops)`` of the rank flows with rank ``i`` on ``cores[i]``: Manhattan
+    hops, or ``dist[a, b]`` when given (a switched fabric's ``hop_matrix``)."""
     if not flows.pairs:
         return 0.0
     arr = np.array(flows.pairs, dtype=np.float64)
     pos = np.asarray(cores, dtype=np.int64)
     a, b = pos[arr[:, 0].astype(np.int64)], pos[arr[:, 1].astype(np.int64)]
+    if dist is not None:
+        return float((arr[:, 2] * dist[a, b]).sum())
     d = np.abs(a // cols - b // cols) + np.abs(a % cols - b % cols)
     return float((arr[:, 2] * d).sum())
+
+
+def hop_matrix(wafer: Wafer) -> np.ndarray:
+    """``hop_distance`` between every pair of cores (for small wafers: n x n)."""
+    n = wafer.num_cores
+    return np.array([[hop_distance(wafer, a, b) for b in range(n)] for a in range(n)], float)
 
 
 def flat_cores(layout_cores: Sequence[Sequence[int]]) -> tuple[int, ...]:
@@ -379,6 +396,7 @@ __all__ = [
     "flat_cores",
     "grid_from_mask",
     "hop_distance",
+    "hop_matrix",
     "layout_cost",
     "order_consistent",
     "placement_grid",

@@ -5,6 +5,8 @@ for the CP-SAT neighbourhood search than the greedy placement alone."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from waferflow.mapper.problem import AssignProblem
@@ -108,6 +110,56 @@ def swap_descent(
                 load[pa] += mem[k] - mem[a]
                 load[pj_k] += mem[a] - mem[k]
                 pos[a], pos[k] = pj_k, pa
+            moved = True
+        if not moved:
+            break
+    return tuple(int(c) for c in pos)
+
+
+def swap_descent_dist(
+    pairs: Sequence[tuple[int, int, float]],
+    cores: tuple[int, ...],
+    dist: np.ndarray,
+    max_passes: int = 20,
+) -> tuple[int, ...]:
+    """Steepest descent over swaps of two actors' cores and moves to a free core,
+    one actor per core, under ``sum(bytes x dist[core_a, core_b])`` for any distance
+    matrix (a switched fabric's switch hops). Deterministic: ties go to the lowest
+    index."""
+    n, n_cores = len(cores), dist.shape[0]
+    if not pairs or n < 2:
+        return cores
+    w = np.zeros((n, n))
+    for a, b, x in pairs:
+        w[a, b] += x
+        w[b, a] += x
+    pos = np.array(cores, dtype=np.int64)
+    for _ in range(max_passes):
+        moved = False
+        for a in range(n):
+            # cost of a at every core, its partners where they are
+            at = w[a] @ dist[pos]  # (n_cores,)
+            here = at[pos[a]]
+            free = np.ones(n_cores, dtype=bool)
+            free[pos] = False
+            best, delta = -1, 0.0
+            if free.any():
+                c = int(np.argmin(np.where(free, at, np.inf)))
+                best, delta = n + c, float(at[c] - here)
+            # swap with j: a's change plus j's (j's partners see it at pos[a]); the a-j
+            # flow keeps its length, counted once in each term with a stale end
+            at_j = (w * (dist[pos[a]][pos][None, :] - dist[pos][:, pos])).sum(1)
+            d = at[pos] - here + at_j + 2 * w[a] * dist[pos[a], pos]
+            d[a] = np.inf
+            j = int(np.argmin(d))
+            if d[j] < delta:
+                best, delta = j, float(d[j])
+            if best < 0 or delta >= -1e-9 * max(1.0, abs(here)):
+                continue
+            if best >= n:
+                pos[a] = best - n
+            else:
+                pos[a], pos[best] = pos[best], pos[a]
             moved = True
         if not moved:
             break

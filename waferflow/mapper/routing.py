@@ -3,7 +3,9 @@
 Coordinates are ``(row, col)``; X is the column, Y the row. An ``xy`` route first
 moves along the row (changing the column), then along the column. On a torus each
 dimension goes the shorter way around (ties go the positive way). On a crossbar every
-ordered pair of cores has its own link, so a route is ``[src, dst]``.
+ordered pair of cores has its own link, so a route is ``[src, dst]``. On a switched
+fabric (topology ``tree``) a route climbs to the lowest switch above both ends and
+comes down again; switches are the coordinates ``(-level, index)``.
 
 When the dimension-order path touches a dead core or a dead link, the route is a
 shortest path over the alive cores and links found by breadth-first search; the
@@ -79,6 +81,8 @@ def adjacent(wafer: Wafer, a: Coord, b: Coord) -> bool:
     """Whether the wafer has a (physical) link from ``a`` to ``b``, dead or alive."""
     if a == b:
         return False
+    if wafer.topology is Topology.TREE:
+        return wafer.is_adjacent(a, b)
     if wafer.topology is Topology.CROSSBAR:
         return True
     dr = abs(a[0] - b[0])
@@ -126,6 +130,11 @@ def route(wafer: Wafer, src: Coord, dst: Coord, order: str = "xy") -> list[Coord
     """
     if order not in ("xy", "yx"):
         raise PlanError(f"unknown route order {order!r}; use 'xy' or 'yx'")
+    if wafer.tree is not None:  # one path in a tree (a fabric without faults)
+        for end, what in ((src, "source"), (dst, "destination")):
+            if end[0] >= 0:
+                _check_coord(wafer, end, f"route {what}")
+        return wafer.tree.path(src, dst, wafer.cols)
     path = _dor(wafer, src, dst, col_first=order == "xy")
     if not wafer.dead_cores and not wafer.dead_links:
         return path

@@ -40,6 +40,7 @@ def annotate(
         plan=str(plan), wafer=view, dp=mesh.degree(MeshAxis.DP),
         tp=mesh.degree(MeshAxis.TP), mb=mesh.degree(MeshAxis.MB), pp=plan.pp,
         ranks=plan.ranks_per_stage, level=level, reshard=plan.cut is StageCut.LAYER,
+        zero=plan.zero, ep=mesh.degree(MeshAxis.EP),
     )  # fmt: skip
     for v in graph.values():
         v.sharding = sharding.of(v)
@@ -125,14 +126,16 @@ def plan_of(graph: Graph) -> ParallelPlan:
         )
     plan = parse_plan(gp.plan)
     mesh = plan.mesh()
-    said = (gp.dp, gp.tp, gp.mb, gp.pp, gp.ranks)
+    keys = ("dp", "tp", "mb", "pp", "ranks", "zero", "ep")
+    said = (gp.dp, gp.tp, gp.mb, gp.pp, gp.ranks, gp.zero, gp.ep)
     means = (mesh.degree(MeshAxis.DP), mesh.degree(MeshAxis.TP), mesh.degree(MeshAxis.MB),
-             plan.pp, plan.ranks_per_stage)  # fmt: skip
+             plan.pp, plan.ranks_per_stage, plan.zero, mesh.degree(MeshAxis.EP))  # fmt: skip
     if said != means:
         raise PlanError(
-            f"the graph's header says dp={gp.dp}, tp={gp.tp}, mb={gp.mb}, pp={gp.pp}, "
-            f"ranks={gp.ranks} but its plan {gp.plan!r} means dp={means[0]}, tp={means[1]}, "
-            f"mb={means[2]}, pp={means[3]}, ranks={means[4]}"
+            "the graph's header says "
+            + ", ".join(f"{k}={v}" for k, v in zip(keys, said, strict=True))
+            + f" but its plan {gp.plan!r} means "
+            + ", ".join(f"{k}={v}" for k, v in zip(keys, means, strict=True))
         )
     return plan
 

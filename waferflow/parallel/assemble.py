@@ -41,16 +41,19 @@ from waferflow.errors import PlanError
 from waferflow.ir.dtypes import DType
 from waferflow.ir.graph import Op, Phase, Value
 from waferflow.ir.opkind import VIEWS, OpKind
-from waferflow.ir.parallel import reads_value
+from waferflow.ir.parallel import reads_value, stored_shard
 from waferflow.ir.plan import Actor, HostTransfer, Message, OpWork, Plan
 from waferflow.ir.sharding import MeshAxis, Replicated, shard_shape
 from waferflow.ir.target.wafer import Wafer
 from waferflow.ir.work import op_work
+from waferflow.mapper.collectives import Algorithm
 from waferflow.parallel.build import ActorSpec, CollInstance, Item, MbMode, Program
 from waferflow.parallel.collective_lowering import KIND_OF, ScheduleCache, expand, wire
+from waferflow.parallel.lowering_extras import ShiftAndSwitch
 from waferflow.parallel.plan_spec import CollectiveAlgo
 from waferflow.parallel.redistribute import Region
 from waferflow.parallel.shardcost import division, instance_degrees, share, value_bytes
+from waferflow.parallel.shift import is_shift, reads_shift
 from waferflow.parallel.stages import layer_key, root_value
 from waferflow.parallel.transfers import BufKey, Transfers
 
@@ -153,7 +156,7 @@ def assemble(prog: Program, wafer: Wafer, algo: CollectiveAlgo | None = None) ->
     return done
 
 
-class _Assembler(Transfers):
+class _Assembler(Transfers, ShiftAndSwitch):
     def __init__(
         self, prog: Program, wafer: Wafer, algo: CollectiveAlgo, memo: AssemblyMemo
     ) -> None:
@@ -182,6 +185,7 @@ class _Assembler(Transfers):
         self.step_need: dict[int, float] = {}  # step actor -> estimated transfer seconds
         self.acc_flops: dict[int, int] = {}  # compute actor -> FLOPs adding into accumulators
         self.m = prog.microbatches
+        self.init_extras()
         self.coll_base: list[int] = []  # first reference slot of each collective's members
         # layout-independent figures, cached per op / value / rank for the first pass
         self._op_static: dict[tuple[int, bool], tuple] = {}
@@ -210,14 +214,17 @@ class _Assembler(Transfers):
         for i in range(len(self.p.collectives)):
             self._ensure(i)
         order = self._order()
+        # the recorded layout does not hold for compute-shift pieces (several actors per
+        # item) or switch units (in-network steps): those programs are assembled afresh
         if first:
             n = len(self.compute_id)
             reusable = self._data_messages(order)
             self._residency(order)
-            if reusable:
+            if reusable and not self.shift_parts and not self.unit_order:
                 memo.acts, memo.meta = self.acts[:n], self.meta[:n]
-        elif not self._replay(order):
+        elif self.unit_order or not self._replay(order):
             return None
+        order.update(self.unit_order)  # in-network steps, each on a switch unit of its own
         actors = [
             Actor(i, a.name, a.core, a.flops, a.bytes_read, a.bytes_written, a.dtype, a.phase,
                   a.op_kind, a.module, a.mem_bytes, a.out_bytes, a.stage, a.microbatch, a.layer,
@@ -225,8 +232,8 @@ class _Assembler(Transfers):
             for i, a in enumerate(self.acts)
         ]  # fmt: skip
         messages = [
-            Message(i, s, d, b, holds=h, bcast=self.bcast.get(i, -1),
-                    last_use=self.last_use.get(i, -1))
+            Message(i, s, d, b, route=self.routes.get(i), holds=h,
+                    bcast=self.bcast.get(i, -1), last_use=self.last_use.get(i, -1))
             for i, (s, d, b, h) in enumerate(self.msgs)
         ]  # fmt: skip
         notes = [f"parallel plan {self.p.plan} of @{self.p.graph.name}",
@@ -294,6 +301,9 @@ class _Assembler(Transfers):
         a.op_kind = heaviest.kind
         a.module = ops[0].prov.module
         a.layer = layer_key(a.module)
+        gather = reads_shift(ops[0]) if len(ops) == 1 else None
+        if gather is not None:
+            return self._shift_pieces(a, meta, gather, spec)
         self.acts.append(a)
         self.meta.append(meta)
         return len(self.acts) - 1
@@ -404,6 +414,8 @@ class _Assembler(Transfers):
             else:
                 total += in_bytes
         root = int(op.attrs.get("root", 0) or 0)  # type: ignore[arg-type]
+        if is_shift(op):  # two blocks live at a time, never the whole operand
+            out_bytes = [min(b, 2 * -(-b // len(ci.ranks))) for b in out_bytes]
         # the input actor of each member: the latest producer of any operand
         latest = max(
             range(len(op.operands)), key=lambda i: self._position(root_value(op.operands[i]))
@@ -420,6 +432,8 @@ class _Assembler(Transfers):
     def _collective(self, index: int, ci: CollInstance) -> None:
         p = self.p
         op = ci.op
+        per_mb = p.info[op].mode is MbMode.PER_MB
+        ins = p.sharding.ops[op].inputs
         kind, total, out_bytes, root, latest, reads = self._inputs(index, ci)
         # resolving a reference lowers the collective it names first, operand by operand
         entries: list[int | None] = []
@@ -429,9 +443,12 @@ class _Assembler(Transfers):
             got = resolved[latest]
             entries.append(got[-1][0] if got else None)
             deps.append(got + [x for i, xs in enumerate(resolved) if i != latest for x in xs])
-        sched = self.cache.schedule(kind, ci.cores, total, root)
-        key = (op.results[0].name, op.kind.value, ci.axis.value, sched.algorithm.value,
-               len(ci.ranks), total)  # fmt: skip
+        shift = is_shift(op)  # the blocks rotate around the ring while the matmul runs
+        per_rank = total // len(ci.ranks) if op.kind is K.ALL_GATHER else total
+        innet = not shift and self.use_innet(op.kind, ci.cores, per_rank, total)
+        sched = self.cache.schedule(kind, ci.cores, total, root, Algorithm.RING if shift else None)
+        how = "shift" if shift else "innet" if innet else sched.algorithm.value
+        key = (op.results[0].name, op.kind.value, ci.axis.value, how, len(ci.ranks), total)
         self.records[key] = self.records.get(key, 0) + 1
         got_ex = self.expanded.get(id(sched))
         if got_ex is None:
@@ -473,13 +490,29 @@ class _Assembler(Transfers):
             steps[member].append(aid)
             return aid
 
-        final = wire(
-            ex,
-            entries,
-            lambda i, j, got, red: new(i, j, f"t{j}", got, red),
-            lambda i: new(i, -1, "start", 0, 0),
-            lambda s, d, b: self.msgs.append((s, d, b, True)),
-        )
+        if innet:  # the switches add and copy: each rank sends its input and receives
+            ins_ = [
+                e if e is not None else new(i, -1, "start", 0, 0) for i, e in enumerate(entries)
+            ]
+            final = self.wire_in_network(
+                op.kind, ci.cores, per_rank, ins_,
+                lambda i, got: new(i, 1 << 30, "recv", 0, 0),  # streamed into place
+                lambda node, label, got: _A(
+                    f"{name}.{label}", node, phase=op.phase, op_kind=op.kind,
+                    module=op.prov.module, stage=ci.stage, microbatch=mb,
+                    layer=layer_key(op.prov.module)),
+            )  # fmt: skip
+        else:
+            final = wire(
+                ex,
+                entries,
+                lambda i, j, got, red: new(i, j, f"t{j}", got, red),
+                lambda i: new(i, -1, "start", 0, 0),
+                lambda s, d, b: self.msgs.append((s, d, b, True)),
+            )
+        gathers_param = op.kind is K.ALL_GATHER and stored_shard(
+            v0, ci.axis, ins[0].get(ci.axis)
+        )  # ZeRO-3: the whole parameter, freed after its last reader
         for member, rank in enumerate(ci.ranks):
             if not steps[member]:
                 continue
@@ -488,7 +521,15 @@ class _Assembler(Transfers):
                 self.acts[f].out_bytes = sum(out_bytes)
                 for r, nbytes in zip(op.results, out_bytes, strict=True):
                     cat = "gradients" if r.name in p.gradients else "activations"
-                    self.meta[f].produces.append(((r.name, rank, ci.instance), nbytes, cat))
+                    cat = "weights" if gathers_param else cat
+                    acc = per_mb and r.name in p.accumulators  # ZeRO-2/3: summed shards
+                    if acc and ci.instance > 0:  # add into the accumulated shard
+                        elems = nbytes // r.type.dtype.itemsize
+                        self.acts[f].flops += elems
+                        self.acts[f].bytes_read += 2 * nbytes
+                        self.acts[f].bytes_written += nbytes
+                    key = (r.name, rank, -2 if acc else ci.instance)
+                    self.meta[f].produces.append((key, nbytes, cat))
             for src, _ in deps[member]:
                 self.msgs.append((src, steps[member][0], 0, True))
         self.coll_steps[index] = steps
@@ -525,6 +566,8 @@ class _Assembler(Transfers):
                     queue.clear()
                 if it.actor >= 0:
                     aid = self.compute_id[it.actor]
+                    if aid in self._placed:
+                        continue
                     ids.append(aid)
                     t = seconds.get(aid)
                     if t is None:
@@ -534,7 +577,7 @@ class _Assembler(Transfers):
                         ids.append(queue.popleft())
                         credit = 0.0
                 else:
-                    ids.extend(self.coll_steps[it.coll][it.member])
+                    ids.extend(self._steps_of(it))
             ids.extend(queue)
             order[core] = ids
         return order

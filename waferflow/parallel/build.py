@@ -36,11 +36,12 @@ from typing import Any
 from waferflow.errors import PlanError
 from waferflow.ir.graph import Graph, Op, Phase, Value
 from waferflow.ir.opkind import COLLECTIVE, VIEWS, OpKind
-from waferflow.ir.parallel import MbMode, op_label, reads_value
+from waferflow.ir.parallel import MbMode, op_label, reads_value, stored_shard
 from waferflow.ir.sharding import MeshAxis, Partial, Replicated, Sharding
 from waferflow.parallel.layout import Layout
 from waferflow.parallel.plan_spec import Granularity, Mesh, ParallelPlan, PipelineSchedule
 from waferflow.parallel.propagate import ShardingResult
+from waferflow.parallel.shift import reads_shift
 from waferflow.parallel.stages import StageAssignment, layer_key, root_value
 
 K = OpKind
@@ -53,6 +54,7 @@ class OpInfo:
     mode: MbMode
     late: bool  # runs in block L
     root_only: bool  # only replica 0 (dp index 0) runs it
+    gradient: bool = False  # a collective whose results only feed the optimizer
 
 
 @dataclass(frozen=True)
@@ -201,7 +203,31 @@ def classify_modes(graph: Graph, sharding: ShardingResult) -> dict[Op, MbMode]:
                     "for this model"
                 )
         mode_of[op] = mode
+    _gathers_per_mb(graph, sharding, mode_of)
     return mode_of
+
+
+def _gathers_per_mb(graph: Graph, sharding: ShardingResult, mode_of: dict[Op, MbMode]) -> None:
+    """A ZeRO-3 gather of a parameter runs once per micro-batch when everything that
+    reads it does: the whole parameter is freed after each micro-batch's use."""
+    if sharding.mesh.degree(MeshAxis.MB) < 2:
+        return
+    users = graph.users()
+    for op in graph.ops:
+        if op.kind is not K.ALL_GATHER or not op.operands:
+            continue
+        v = op.operands[0]
+        if not stored_shard(v, MeshAxis.DP, sharding.of(v).get(MeshAxis.DP)):
+            continue
+        readers, stack = [], list(op.results)
+        while stack:
+            for u in users.get(stack.pop(), []):
+                if u.kind in VIEWS:
+                    stack.extend(u.results)
+                else:
+                    readers.append(u)
+        if readers and all(mode_of.get(u) is MbMode.PER_MB for u in readers):
+            mode_of[op] = MbMode.PER_MB
 
 
 def classify(
@@ -228,8 +254,10 @@ def classify(
                 root_only = True
             if p is not None and p.kind is K.REDUCE and p.attrs.get("axis") == MeshAxis.DP.value:
                 root_only = True
-        late = mode is MbMode.LATE or op.phase is Phase.OPT or op in grad_coll
-        info[op] = OpInfo(op, stages.stage_of.get(op, 0), mode, late, root_only)
+        # a gradient reduced per micro-batch (ZeRO-2/3) runs in the backward blocks
+        grad = op in grad_coll
+        late = mode is MbMode.LATE or op.phase is Phase.OPT or (grad and mode is not MbMode.PER_MB)
+        info[op] = OpInfo(op, stages.stage_of.get(op, 0), mode, late, root_only, grad)
     return info
 
 
@@ -378,8 +406,8 @@ def _cut(
             groups.append(cur)
         else:
             cur.ops.append(op)
-        if _leaves_stage(op, stage, info, users):
-            cur = None
+        if _leaves_stage(op, stage, info, users) or reads_shift(op) is not None:
+            cur = None  # a compute-shift matmul is an actor of its own (cut into steps)
     return groups
 
 
@@ -427,7 +455,8 @@ def build_program(
                         else -1
                     )
                     if g.collective:
-                        items.append(_coll_item(prog, coll_index, g, s, r, inst, block))
+                        spread = plan.overlap and info[ops[0]].gradient and block.kind != "L"
+                        items.append(_coll_item(prog, coll_index, g, s, r, inst, block, spread))
                         continue
                     late = block.kind == "L"
                     a = ActorSpec(
@@ -439,8 +468,9 @@ def build_program(
                     items.append(item)
                     for op in ops:
                         prog.producer[(op, r, inst)] = item
-            if plan.overlap:
-                _hoist(prog, core, r)
+            # ZeRO-1 reduces at the step's end; ZeRO-2/3 as soon as the gradients exist
+            if plan.zero != 1 and (plan.overlap or plan.zero >= 2):
+                _hoist(prog, core, r, spread=plan.overlap)
     return prog
 
 
@@ -479,10 +509,11 @@ def input_items(prog: Program, ci: CollInstance, rank: int) -> list[Item]:
     return srcs
 
 
-def _hoist(prog: Program, core: int, rank: int) -> None:
+def _hoist(prog: Program, core: int, rank: int, *, spread: bool = True) -> None:
     """Move gradient collectives of block L up to just after their inputs are ready
-    (in the last backward block), marked ``spread``: ``lower`` then runs their steps
-    one per following compute actor, overlapping the reduction with the backward.
+    (in the last backward block). Marked ``spread`` (with ``overlap``), ``lower``
+    runs their steps one per following compute actor, overlapping the reduction
+    with the backward; otherwise they run right there (ZeRO-2/3 without overlap).
     Every rank of a group moves the same items the same way (same template).
 
     A moved item goes right after the latest of its inputs and after the items already
@@ -506,7 +537,7 @@ def _hoist(prog: Program, core: int, rank: int) -> None:
             rest.append(it)
             continue
         at = max(where)
-        moved = Item(coll=it.coll, member=it.member, spread=True)
+        moved = Item(coll=it.coll, member=it.member, spread=spread)
         runs.setdefault(at, []).append(moved)
         anchor[moved] = at
         prog.producer[(ci.op, rank, ci.instance)] = moved
@@ -527,6 +558,7 @@ def _coll_item(
     rank: int,
     inst: int,
     block: Block,
+    spread: bool = False,
 ) -> Item:
     op = g.ops[0]
     axis = MeshAxis(str(op.attrs.get("axis")))
@@ -537,7 +569,7 @@ def _coll_item(
         cores = tuple(prog.layout.core(stage, x) for x in group)
         prog.collectives.append(CollInstance(op, stage, block, inst, axis, group, cores))
         ci = coll_index[key] = len(prog.collectives) - 1
-    item = Item(coll=ci, member=group.index(rank), late=block.kind == "L")
+    item = Item(coll=ci, member=group.index(rank), late=block.kind == "L", spread=spread)
     prog.producer[(op, rank, inst)] = item
     return item
 

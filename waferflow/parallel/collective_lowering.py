@@ -63,7 +63,7 @@ class ScheduleCache:
     wafer: Wafer
     algo: CollectiveAlgo
     notes: list[str] = field(default_factory=list)
-    _choice: dict[tuple, Algorithm] = field(default_factory=dict)
+    _choice: dict[tuple, tuple[Algorithm, float]] = field(default_factory=dict)
     _sched: dict[tuple, Schedule] = field(default_factory=dict)
     _routes: dict[tuple[Coord, Coord], list[Coord]] = field(default_factory=dict)
 
@@ -81,12 +81,20 @@ class ScheduleCache:
         return self.wafer.link_spec(a, b).latency
 
     def schedule(
-        self, kind: CollectiveKind, cores: tuple[int, ...], nbytes: int, root: int = 0
+        self,
+        kind: CollectiveKind,
+        cores: tuple[int, ...],
+        nbytes: int,
+        root: int = 0,
+        algorithm: Algorithm | None = None,
     ) -> Schedule:
+        """The schedule of one instance; ``algorithm`` forces one (a compute-shift
+        matmul rotates its blocks on the ring)."""
         n = len(cores)
         coords = [divmod(c, self.wafer.cols) for c in cores]
         grid = grid_shape(coords)
-        algorithm = self._algorithm(kind, coords, nbytes, grid, root)
+        if algorithm is None:
+            algorithm = self._algorithm(kind, coords, nbytes, grid, root)
         key = (kind, algorithm, n, nbytes, grid if algorithm is Algorithm.MESH2D else None, root)
         s = self._sched.get(key)
         if s is None:
@@ -104,7 +112,8 @@ class ScheduleCache:
         root: int,
     ) -> Algorithm:
         supported = supported_algorithms(kind)
-        if self.algo is not CollectiveAlgo.AUTO:
+        # algo=innet: the collectives the switches cannot run take the cheapest schedule
+        if self.algo not in (CollectiveAlgo.AUTO, CollectiveAlgo.INNET):
             forced = Algorithm(self.algo.value)
             if forced in supported and (forced is not Algorithm.MESH2D or grid):
                 return forced
@@ -116,6 +125,22 @@ class ScheduleCache:
                 self.notes.append(msg)
         if len(coords) == 1:
             return Algorithm.RING
+        return self.cheapest(kind, coords, nbytes, grid, root)[0]
+
+    def best_seconds(self, kind: CollectiveKind, cores: tuple[int, ...], nbytes: int) -> float:
+        """The cost model's time of the cheapest rank-to-rank schedule."""
+        coords = [divmod(c, self.wafer.cols) for c in cores]
+        return self.cheapest(kind, coords, nbytes, grid_shape(coords), 0)[1]
+
+    def cheapest(
+        self,
+        kind: CollectiveKind,
+        coords: list[Coord],
+        nbytes: int,
+        grid: tuple[int, int] | None,
+        root: int,
+    ) -> tuple[Algorithm, float]:
+        supported = supported_algorithms(kind)
         plain = not self.wafer.dead_cores and not self.wafer.dead_links and self.wafer.num_dies == 1
         base = coords[0]
         shape = tuple((r - base[0], c - base[1]) for r, c in coords) if plain else tuple(coords)
@@ -123,11 +148,11 @@ class ScheduleCache:
         a = self._choice.get(key)
         if a is None:
             cands = [x for x in supported if x is not Algorithm.MESH2D or grid]
-            a, _, _ = choose_algorithm(
+            best, t, _ = choose_algorithm(
                 kind, len(coords), nbytes, coords, self._route, self._bw, self._lat,
                 grid_shape=grid, candidates=cands, root=root,
             )  # fmt: skip
-            self._choice[key] = a
+            a = self._choice[key] = (best, t)
         return a
 
 

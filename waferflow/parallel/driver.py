@@ -42,8 +42,10 @@ from waferflow.parallel.plan_spec import (
     parse_plan,
 )
 from waferflow.parallel.propagate import ShardingResult, propagate
+from waferflow.parallel.shift import decide_shifts
 from waferflow.parallel.span import SpanChoice, choose_span
 from waferflow.parallel.stages import StageAssignment, assign_stages, layer_modes
+from waferflow.parallel.zero import apply_zero
 from waferflow.perf import gc_paused
 
 
@@ -91,13 +93,17 @@ class ParallelResult:
     wafer: Wafer | None = None  # the view the plan runs on (span applied)
     span_note: str = ""  # how many nodes a rank runs on (``SpanChoice.describe``)
 
+    def _cores(self) -> int:
+        n = len(self.plan.cores)
+        return n if self.wafer is None else self.wafer.count_cores(self.plan.cores)
+
     def summary(self) -> str:
         lines = [
             f"parallel plan {self.spec}: {len(self.plan.actors):,} actors on "
             + (
-                self.wafer.units(len(self.plan.cores))
+                self.wafer.units(self._cores())
                 if self.wafer is not None
-                else f"{len(self.plan.cores):,} cores"
+                else f"{self._cores():,} cores"
             )
             + f", {len(self.plan.messages):,} messages",
             *([self.span_note] if self.span_note else []),
@@ -161,7 +167,14 @@ def parallelize(graph: Graph, wafer: Wafer, spec: ParallelPlan | str) -> Paralle
     if plan.layers and batch % plan.ways:
         raise PlanError(f"ways={plan.ways} does not divide the batch {batch}")
     modes = {**layer_modes(graph, plan), **per_layer.layer_ops(graph, plan)}
+    if plan.ep > 1 and not any(op.kind is OpKind.MOE_DISPATCH for op in graph.ops):
+        raise PlanError(
+            f"plan {plan}: ep={plan.ep} deals out the experts of a mixture-of-experts model, "
+            f"and @{graph.name} has none (no moe_dispatch op); use dp={plan.dp * plan.ep} "
+            "for data parallelism"
+        )
     sharding = propagate(graph, plan.mesh(), batch=batch, modes=modes)
+    sharding.notes += apply_zero(graph, sharding, plan)
     stages = assign_stages(graph, wafer, plan)
     annotate(graph, plan, wafer.name, sharding, stages, ParallelLevel.SHARDED)
     return ParallelState(
@@ -219,6 +232,9 @@ def schedule(graph: Graph, state: ParallelState, layout: Layout | None = None) -
     layout.check(state.wafer, plan.pp, plan.ranks_per_stage, widths=widths)
     state.layout = layout
     annotate_layout(graph, layout)
+    for note in decide_shifts(graph, plan, state.sharding, state.wafer, layout):
+        if note not in state.diagnostics:
+            state.diagnostics.append(note)
     prog = build_program(graph, state.sharding, state.stages, plan, layout)
     state.program = prog
     return prog

@@ -31,9 +31,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from waferflow.ir.graph import Attrs, Cost, Graph, Op, Phase, Value
+from waferflow.ir.graph import Attrs, Cost, Graph, Op, Phase, Provenance, Value
 from waferflow.ir.opkind import COLLECTIVE, OpKind
-from waferflow.ir.parallel import AXES, ParallelLevel, needs_conversion, reads_value
+from waferflow.ir.parallel import (
+    AXES,
+    RANK_AXES,
+    ParallelLevel,
+    needs_conversion,
+    reads_value,
+    stored_shard,
+    updates_param,
+)
 from waferflow.ir.sharding import (
     PARTIAL,
     REPLICATED,
@@ -43,14 +51,16 @@ from waferflow.ir.sharding import (
     Replicated,
     Sharding,
     Split,
+    map_split_permute,
 )
 from waferflow.parallel.plan_spec import GradReduce, ParallelPlan, StageCut
 from waferflow.parallel.propagate import Conversion, OpSharding, ShardingResult
+from waferflow.parallel.rules_basic import permutation
 from waferflow.parallel.stages import StageAssignment, layer_key, root_value
 
 K = OpKind
 _AXIS_ORDER = AXES
-_RANK_AXES = (MeshAxis.DP, MeshAxis.TP)
+_RANK_AXES = RANK_AXES
 
 
 @dataclass(frozen=True)
@@ -110,8 +120,16 @@ def conversions_from_ir(graph: Graph) -> list[Conversion]:
                     reduced.add((id(v), a))
     for k, v in enumerate(graph.outputs):
         for a in axes:
-            if a in _RANK_AXES and isinstance(v.sharding.get(a), Partial):
+            have = v.sharding.get(a)
+            if a in _RANK_AXES and isinstance(have, Partial):
                 out.append(Conversion(None, k, a, PARTIAL, REPLICATED))
+            elif (
+                a is MeshAxis.DP
+                and gp.zero in (1, 2)
+                and isinstance(have, Split)
+                and updates_param(v)
+            ):  # ZeRO-1/2: every replica starts the next step with the whole parameter
+                out.append(Conversion(None, k, a, have, REPLICATED))
     return out
 
 
@@ -135,7 +153,7 @@ def insert_collectives(
         if c.op is not None and crosses_stages(c, stages, plan):
             continue  # between the stages of a per-layer plan: the transfer itself reshards
         by_use.setdefault((c.op, c.operand), []).append(c)
-    made: dict[tuple[int, MeshAxis, Placement, Placement, Placement | None], Value] = {}
+    made: dict[tuple, Value] = {}
     inserted: list[InsertedCollective] = []
     for (consumer, i), convs in by_use.items():
         convs.sort(key=lambda c: _AXIS_ORDER.index(c.axis))
@@ -147,11 +165,23 @@ def insert_collectives(
         for c in convs:
             if c.axis is MeshAxis.MB:
                 continue  # accumulated in place across micro-batches
-            key = (id(v), c.axis, c.src, c.dst, mb)
+            gather = consumer is not None and stored_shard(v, c.axis, c.src)
+            # ZeRO-2/3 reduce-scatter each micro-batch's gradient; the shard accumulates
+            per_mb = to_opt and plan.zero >= 2 and isinstance(c.dst, Split)
+            seen_mb = None if per_mb else mb
+            key: tuple = (id(v), c.axis, c.src, c.dst, seen_mb)
+            if gather:  # ZeRO-3: gathered again for each phase and layer that uses it
+                assert consumer is not None
+                key += (consumer.phase, layer_key(consumer.prov.module))
             new = made.get(key)
+            if new is None and consumer is not None:
+                new = _view_of_resplit(graph, sharding, stages, v, c, made, seen_mb, consumer)
             if new is None:
                 to_root = to_opt and c.axis is MeshAxis.DP and plan.grad_reduce is GradReduce.ROOT
-                new = _add(graph, sharding, stages, v, c, mb, to_root, inserted)
+                new = _add(graph, sharding, stages, v, c, seen_mb, to_root, inserted)
+                if gather:
+                    assert consumer is not None
+                    _before_user(graph, new.producer, consumer, stages)
                 made[key] = new
             v = new
             mb = None  # accumulated once, before the first collective of the chain
@@ -235,6 +265,60 @@ def _after_producer(graph: Graph, new: Op, v: Value) -> None:
     pos = graph.ops.index(prod) + 1 if prod is not None else 0
     graph.ops.remove(new)
     graph.ops.insert(pos, new)
+
+
+def _view_of_resplit(
+    graph: Graph,
+    sharding: ShardingResult,
+    stages: StageAssignment,
+    v: Value,
+    c: Conversion,
+    made: dict[tuple, Value],
+    mb: Placement | None,
+    consumer: Op,
+) -> Value | None:
+    """A transpose of a value that an earlier use already re-split the matching way
+    (the backward's transpose of an experts' input, split by expert in the forward):
+    the transpose of that re-split value, instead of a second all-to-all."""
+    view = v.producer
+    if (
+        view is None or view.kind not in (K.TRANSPOSE, K.PERMUTE) or len(view.operands) != 1
+        or not isinstance(c.src, Split) or not isinstance(c.dst, Split)
+    ):  # fmt: skip
+        return None
+    x = view.operands[0]
+    perm = permutation(view)
+    for key, w in made.items():
+        if len(key) != 5 or key[0] != id(x) or key[1] is not c.axis or key[4] != mb:
+            continue
+        src, dst = key[2], key[3]
+        if not (isinstance(src, Split) and isinstance(dst, Split)):
+            continue
+        if map_split_permute(src, perm) != c.src or map_split_permute(dst, perm) != c.dst:
+            continue
+        new = graph.add_op(
+            view.kind, [w], [v.type], attrs=view.attrs, phase=consumer.phase, prov=view.prov,
+            names=[f"{v.name}.{c.axis.value}"],
+        )  # fmt: skip
+        graph.ops.remove(new)
+        graph.ops.insert(graph.ops.index(consumer), new)
+        sharding.values[new.results[0].name] = sharding.of(v).with_(c.axis, c.dst)
+        sharding.ops[new] = OpSharding((sharding.of(w),), sharding.ops[view].divided)
+        stages.stage_of[new] = stages.stage_of.get(view, stages.stage_of.get(consumer, 0))
+        made[(id(v), c.axis, c.src, c.dst, mb)] = new.results[0]
+        return new.results[0]
+    return None
+
+
+def _before_user(graph: Graph, new: Op | None, user: Op, stages: StageAssignment) -> None:
+    """Move a ZeRO-3 gather right before the first op that needs the parameter
+    whole, in that op's phase and stage: gathered just in time, freed after."""
+    assert new is not None
+    graph.ops.remove(new)
+    graph.ops.insert(graph.ops.index(user), new)
+    new.phase = user.phase
+    new.prov = Provenance(user.prov.module, new.prov.aten)
+    stages.stage_of[new] = stages.stage_of.get(user, stages.stage_of.get(new, 0))
 
 
 def _stage_of_value(stages: StageAssignment, v: Value) -> int:

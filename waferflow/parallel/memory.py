@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from waferflow.errors import PlanError
+from waferflow.ir.graph import Phase
 from waferflow.ir.plan import Plan
 from waferflow.ir.target.wafer import Coord, Wafer
 from waferflow.parallel.assemble import ActorMeta
@@ -50,6 +51,12 @@ class CoreMemory:
     breakdown: tuple[tuple[str, int], ...]  # bytes per category at the peak
     peak_actor: str = ""
     stage: int = -1
+    resident: tuple[tuple[str, int], ...] = ()  # sources kept all step, per category
+    # live bytes per category when the core's first optimizer actor starts: what the
+    # update holds (gradients waiting for it; with ZeRO, shards); empty in inference
+    at_update: tuple[tuple[str, int], ...] = ()
+    # the most each category holds at any one time (resident sources included)
+    most: tuple[tuple[str, int], ...] = ()
 
     @property
     def fits(self) -> bool:
@@ -61,6 +68,15 @@ class CoreMemory:
 
     def part(self, category: str) -> int:
         return dict(self.breakdown).get(category, 0)
+
+    def resident_part(self, category: str) -> int:
+        return dict(self.resident).get(category, 0)
+
+    def update_part(self, category: str) -> int:
+        return dict(self.at_update).get(category, 0)
+
+    def most_part(self, category: str) -> int:
+        return dict(self.most).get(category, 0)
 
     def describe(self, unit: str = "core") -> str:
         parts = ", ".join(f"{c} {fmt_bytes(b)}" for c, b in self.breakdown if b)
@@ -168,8 +184,8 @@ def plan_memory(
     """Peak bytes per core of ``plan`` (see the module docstring)."""
     cores: list[CoreMemory] = []
     for core, ids in plan.order:
-        if not ids:
-            continue
+        if not ids or wafer.is_switch_node(core):
+            continue  # a switch unit streams what it adds or copies: no buffers of its own
         cores.append(_core(core, ids, plan, meta, wafer, recompute))
     bad = [c for c in cores if not c.fits]
     tips = ()
@@ -248,12 +264,14 @@ def _core(
         for a, b in spans:
             events.append((a, nbytes, c))
             events.append((b + 1, -nbytes, c))
+    update = next((pos for pos, aid in enumerate(ids) if plan.actors[aid].phase is Phase.OPT), None)
     events.sort(key=lambda e: (e[0], e[1]))
     live = 0
     by_cat = dict.fromkeys(CATEGORIES, 0)
     best = 0
     best_cat = dict(by_cat)
     best_pos = 0
+    most = dict(by_cat)
     i = 0
     while i < len(events):
         pos = events[i][0]
@@ -262,12 +280,21 @@ def _core(
             live += d
             by_cat[c] = by_cat.get(c, 0) + d
             i += 1
+        for c, b in by_cat.items():
+            most[c] = max(most.get(c, 0), b)
         if live > best:
             best, best_cat, best_pos = live, dict(by_cat), pos
     res_total = sum(b for b, _ in resident.values())
-    breakdown = dict(best_cat)
+    res_cat = dict.fromkeys(CATEGORIES, 0)
     for nbytes, c in resident.values():
-        breakdown[c] = breakdown.get(c, 0) + nbytes
+        res_cat[c] = res_cat.get(c, 0) + nbytes
+    breakdown = {c: best_cat.get(c, 0) + res_cat[c] for c in CATEGORIES}
+    at_update: dict[str, int] = {}
+    if update is not None:  # buffers made before L's first actor and read from it on
+        at_update = dict(res_cat)
+        for p, d, c in events:
+            if p < update or (d < 0 and p == update):  # freed once L's first actor starts
+                at_update[c] = at_update.get(c, 0) + d
     coord = divmod(core, wafer.cols)
     stage = plan.actors[ids[0]].stage
     peak_actor = plan.actors[ids[min(best_pos, len(ids) - 1)]].name if ids else ""
@@ -279,6 +306,9 @@ def _core(
         breakdown=tuple((c, breakdown.get(c, 0)) for c in CATEGORIES),
         peak_actor=peak_actor,
         stage=stage,
+        resident=tuple((c, res_cat[c]) for c in CATEGORIES),
+        at_update=tuple((c, at_update[c]) for c in CATEGORIES) if at_update else (),
+        most=tuple((c, most.get(c, 0) + res_cat[c]) for c in CATEGORIES),
     )
 
 

@@ -11,7 +11,8 @@ Keys (``_`` and ``-`` are interchangeable; ``mb`` is short for ``microbatches``)
 ``grad-reduce``       ``all-reduce`` (default) or ``root`` (reduce to replica 0, which
                       alone runs the optimizer, as the seed machine does)
 ``algo``              collective algorithm: ``auto`` (cheapest by the cost model) or one
-                      of ``ring``, ``biring``, ``mesh2d``, ``tree``, ``direct``, ``root``
+                      of ``ring``, ``biring``, ``mesh2d``, ``tree``, ``direct``, ``root``,
+                      ``innet`` (in the switches of a switched fabric: ``parallel.innet``)
 ``recompute``         ``true``: drop activations after the forward, recompute them
 ``layers``            per-layer pattern, one letter per layer: ``d`` data, ``t`` tensor,
                       ``r`` replicated (every rank runs the whole layer), ``s`` single
@@ -26,6 +27,16 @@ Keys (``_`` and ``-`` are interchangeable; ``mb`` is short for ``microbatches``)
                       (default: contiguous, the slowest stage as fast as possible) or
                       ``layer`` (one stage per layer, ``pp`` = the number of layers;
                       without ``pp`` (or with 0 or 1) it is taken from the model)
+``zero``              ZeRO stage over ``dp`` (0, the default: none): 1 shards the
+                      optimizer state, 2 also the gradients, 3 also the parameters
+                      (``waferflow.parallel.zero``)
+``ep``                expert-parallel ranks (mixture-of-experts models): the batch is
+                      split over them like over ``dp`` and the experts are dealt out
+                      among them; tokens reach their experts by all-to-all
+``matmul``            an all-gather feeding a matmul: ``gather`` (default) it whole
+                      first, ``shift`` rotate its blocks around the group's ring while
+                      multiplying (Cannon / T10), ``auto`` the cheaper of the two per
+                      matmul (``waferflow.parallel.shift``)
 ====================  ====================================================================
 
 The seed machine's plans are spelled as the seed spells them, and mean the same on
@@ -79,6 +90,15 @@ class CollectiveAlgo(Enum):
     TREE = "tree"
     DIRECT = "direct"
     ROOT = "root"
+    INNET = "innet"  # in the switches of a switched fabric (``parallel/innet.py``)
+
+
+class MatmulAlgo(Enum):
+    """How a matmul gets an operand that is split over a group and needed whole."""
+
+    GATHER = "gather"
+    SHIFT = "shift"
+    AUTO = "auto"
 
 
 class LayerMode(Enum):
@@ -128,9 +148,13 @@ class ParallelPlan:
     overlap: bool = True
     span: int = SPAN_AUTO
     cut: StageCut = StageCut.BALANCED
+    # --- memory sharding and expert parallelism (ZeRO, mixture of experts) ----------
+    zero: int = 0
+    ep: int = 1
+    matmul: MatmulAlgo = MatmulAlgo.GATHER
 
     def __post_init__(self) -> None:
-        for name in ("dp", "tp", "pp", "microbatches", "ways"):
+        for name in ("dp", "tp", "pp", "microbatches", "ways", "ep"):
             v = getattr(self, name)
             # pp=0 with cut=layer: one stage per layer of the model, counted when applied
             low = 0 if name == "pp" and self.cut is StageCut.LAYER else 1
@@ -155,10 +179,35 @@ class ParallelPlan:
                 f"plan: ways={self.ways} is the degree of a per-layer pattern; give layers=... "
                 "too (e.g. layers=ddt), or use dp= / tp= for a uniform plan"
             )
+        self._check_zero()
+        if self.ep > 1 and (self.layers or self.zero):
+            what = "a per-layer pattern (layers=...)" if self.layers else f"zero={self.zero}"
+            raise PlanError(f"plan: ep={self.ep} cannot be combined with {what}")
+
+    def _check_zero(self) -> None:
+        if isinstance(self.zero, bool) or self.zero not in (0, 1, 2, 3):
+            raise PlanError(f"plan: zero must be 0, 1, 2 or 3 (the ZeRO stage), got {self.zero!r}")
+        if not self.zero:
+            return
+        if self.layers:
+            raise PlanError(
+                f"plan: zero={self.zero} shards over dp; it cannot be combined with a per-layer "
+                "pattern (layers=...)"
+            )
+        if self.dp < 2:
+            raise PlanError(
+                f"plan: zero={self.zero} shards the model state over the data-parallel replicas; "
+                f"with dp={self.dp} there is nothing to shard over: use dp >= 2"
+            )
+        if self.grad_reduce is GradReduce.ROOT:
+            raise PlanError(
+                f"plan: zero={self.zero} reduce-scatters the gradients over dp; it cannot be "
+                "combined with grad-reduce=root"
+            )
 
     @property
     def ranks_per_stage(self) -> int:
-        return self.ways if self.layers else self.dp * self.tp
+        return self.ways if self.layers else self.dp * self.ep * self.tp
 
     @property
     def num_ranks(self) -> int:
@@ -169,6 +218,9 @@ class ParallelPlan:
     def mesh(self) -> Mesh:
         if self.layers:
             return Mesh((self.ways,), ((MeshAxis.DP, 0), (MeshAxis.TP, 0)), self.microbatches)
+        if self.ep > 1:  # dp x ep x tp, tp minor: an expert group's ranks are neighbours
+            axes = ((MeshAxis.DP, 0), (MeshAxis.EP, 1), (MeshAxis.TP, 2))
+            return Mesh((self.dp, self.ep, self.tp), axes, self.microbatches)
         return Mesh((self.dp, self.tp), ((MeshAxis.DP, 0), (MeshAxis.TP, 1)), self.microbatches)
 
     def layer_modes(self) -> tuple[LayerMode, ...]:
@@ -371,6 +423,7 @@ __all__ = [
     "GradReduce",
     "Granularity",
     "LayerMode",
+    "MatmulAlgo",
     "Mesh",
     "ParallelPlan",
     "PipelineSchedule",

@@ -35,7 +35,7 @@ from waferflow.ir.opkind import (
     REDUCTION,
     OpKind,
 )
-from waferflow.ir.parallel import VIEWISH, from_source, op_label
+from waferflow.ir.parallel import AXES, VIEWISH, from_source, op_label
 from waferflow.ir.sharding import (
     PARTIAL,
     REPLICATED,
@@ -49,6 +49,7 @@ from waferflow.ir.sharding import (
     view_groups,
 )
 from waferflow.parallel import rules_basic as rb
+from waferflow.parallel import rules_moe as rm
 from waferflow.parallel import rules_nn as rn
 from waferflow.parallel.plan_spec import LayerMode, Mesh
 from waferflow.parallel.rule_base import (
@@ -60,6 +61,7 @@ from waferflow.parallel.rule_base import (
     replicate_all,
     shape,
 )
+from waferflow.parallel.rules_moe import expert_params
 
 K = OpKind
 Rule = Callable[[Op, Sequence[AnyPlacement], AxisCtx], RuleOut]
@@ -96,6 +98,7 @@ def _rules() -> dict[OpKind, Rule]:
             K.EMBEDDING: rn.embedding, K.EMBEDDING_BACKWARD: rn.embedding_backward,
             K.NLL_LOSS: rn.nll_loss, K.NLL_LOSS_BACKWARD: rn.nll_loss_backward,
             K.MSE_LOSS: rn.mse_loss, K.MSE_LOSS_BACKWARD: rn.mse_loss_backward,
+            K.MOE_DISPATCH: rm.dispatch, K.MOE_COMBINE: rm.combine, K.TOPK: rm.topk,
         }
     )  # fmt: skip
     return table
@@ -161,7 +164,9 @@ class _Engine:
         self.mesh = mesh
         self.batch = batch
         self.modes = modes
-        self.axes = [a for a in (MeshAxis.MB, MeshAxis.DP, MeshAxis.TP) if mesh.degree(a) > 1]
+        self.axes = [a for a in AXES if mesh.degree(a) > 1]
+        # along ep the experts' weights start dealt out by expert (dimension 0)
+        self.experts = expert_params(graph) if mesh.degree(MeshAxis.EP) > 1 else {}
         self.pl: dict[Value, dict[MeshAxis, AnyPlacement]] = {}
         self.users = graph.users()
         self.index = {id(op): i for i, op in enumerate(graph.ops)}
@@ -202,6 +207,8 @@ class _Engine:
             for a in self.axes:
                 if a is MeshAxis.TP:
                     pl[a] = REPLICATED if op.kind is K.INPUT else UNDECIDED
+                elif a is MeshAxis.EP and id(v) in self.experts:
+                    pl[a] = self._expert_split(v)
                 elif op.kind is K.INPUT and shape(v):
                     pl[a] = self._batch_split(v, a)
                 else:
@@ -209,22 +216,42 @@ class _Engine:
             self.pl[v] = pl
 
     def _batch_split(self, v: Value, axis: MeshAxis) -> Split:
+        """The batch is cut over dp, then ep (both data parallel for it), then the
+        micro-batches."""
         size = shape(v)[0]
         dp = self.mesh.degree(MeshAxis.DP)
+        ep = self.mesh.degree(MeshAxis.EP)
         m = self.mesh.degree(MeshAxis.MB)
         if size % dp:
             raise PlanError(
                 f"dp={dp} does not divide the batch {size} of input %{v.name}; choose dp "
                 f"dividing {size}"
             )
-        if (size // dp) % m:
+        if (size // dp) % ep:
             raise PlanError(
-                f"microbatches={m} does not divide the per-replica batch {size // dp} of "
-                f"input %{v.name} (batch {size} / dp {dp})"
+                f"ep={ep} does not divide the per-replica batch {size // dp} of input "
+                f"%{v.name} (batch {size} / dp {dp}): the expert-parallel ranks split the "
+                "batch too"
+            )
+        if (size // (dp * ep)) % m:
+            raise PlanError(
+                f"microbatches={m} does not divide the per-replica batch {size // (dp * ep)} "
+                f"of input %{v.name} (batch {size} / dp {dp}" + (f" / ep {ep})" if ep > 1 else ")")
             )
         if axis is MeshAxis.DP:
             return Split(0, size // dp)
-        return Split(0, size // (dp * m))
+        if axis is MeshAxis.EP:
+            return Split(0, size // (dp * ep))
+        return Split(0, size // (dp * ep * m))
+
+    def _expert_split(self, v: Value) -> Split:
+        experts, ep = self.experts[id(v)], self.mesh.degree(MeshAxis.EP)
+        if experts % ep:
+            raise PlanError(
+                f"ep={ep} does not divide the {experts} experts of %{v.name}; choose ep "
+                f"dividing {experts}"
+            )
+        return Split(0, experts // ep)
 
     def _op(self, idx: int, op: Op) -> None:
         mode = self.modes.get(idx)

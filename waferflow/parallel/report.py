@@ -54,8 +54,9 @@ def format_report(
         mfu = model_flops_utilisation(result, wafer, step)
         lines.append(
             f"step time {fmt_seconds(step)}; FLOP utilisation of the "
-            f"{wafer.units(len(result.plan.cores))} used {100 * busy:.1f} %; model FLOPs "
-            f"utilisation of the wafer ({wafer.units(wafer.num_alive)}) {100 * mfu:.3f} %"
+            f"{wafer.units(wafer.count_cores(result.plan.cores))} used {100 * busy:.1f} %; "
+            f"model FLOPs utilisation of the wafer ({wafer.units(wafer.num_alive)}) "
+            f"{100 * mfu:.3f} %"
         )
     lines.append(f"per-{wafer.unit} memory as planned (by liveness; fullest first):")
     lines.append(result.memory.table(top))

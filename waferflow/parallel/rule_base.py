@@ -65,7 +65,7 @@ class AxisCtx:
 
     @property
     def is_batch(self) -> bool:
-        return self.axis in (MeshAxis.DP, MeshAxis.MB)
+        return self.axis in (MeshAxis.DP, MeshAxis.EP, MeshAxis.MB)
 
 
 def shape(v: Value) -> tuple[int, ...]:

@@ -97,6 +97,8 @@ def matmul(op: Op, ins: Sequence[AnyPlacement], ctx: AxisCtx) -> RuleOut:
     pa, pb = ins[ia], ins[ib]
     va, vb = op.operands[ia], op.operands[ib]
     note = ""
+    if ctx.axis is MeshAxis.EP:
+        pa, pb = _by_expert(pa, pb, la, lb)
     if is_u(pb) and is_u(pa):
         pa = pb = REPLICATED
     elif is_u(pb) or is_u(pa):
@@ -123,6 +125,23 @@ def matmul(op: Op, ins: Sequence[AnyPlacement], ctx: AxisCtx) -> RuleOut:
     if op.kind in (K.ADDMM, K.BADDBMM):
         need[0] = _bias_need(op.operands[0], ins[0], out, shape(op.results[0]))
     return RuleOut(need, [out], divided, note=note)
+
+
+def _by_expert(
+    pa: AnyPlacement, pb: AnyPlacement, la: list[str], lb: list[str]
+) -> tuple[AnyPlacement, AnyPlacement]:
+    """Along ``ep`` an experts' matmul runs where its experts are: an operand split by
+    expert (a batch dimension) asks the other, split another way (the tokens' capacity
+    slots), to be split by expert too, which is an all-to-all (not a gather)."""
+    for first in (True, False):
+        x, y = (pa, pb) if first else (pb, pa)
+        lx, ly = (la, lb) if first else (lb, la)
+        if isinstance(x, Split) and lx[x.dim].startswith("b") and isinstance(y, Split):
+            label = lx[x.dim]
+            if not ly[y.dim].startswith("b") and label in ly:
+                y = Split(ly.index(label), x.block)
+                return (x, y) if first else (y, x)
+    return pa, pb
 
 
 def _need(cur: AnyPlacement, want: AnyPlacement) -> AnyPlacement | None:

@@ -25,6 +25,11 @@ one node of the plan's view, i.e. of one rank's span x span block):
   sends, 2 (m + pp - 1) (H / (dp m) / B + L).
   With ``overlap`` (the default) dp's reduction hides behind the backward: only what
   exceeds 2/3 of the compute time counts. tp and pp collectives are not overlapped.
+  With ``zero``, dp's traffic and the model state follow the ZeRO stage
+  (``waferflow.parallel.zero.zero_rough``). A mixture-of-experts model is also
+  screened with ``ep`` degrees (``waferflow.parallel.experts``): ep ranks count as
+  data parallel (dp above is dp x ep) and add their all-to-alls; the experts' state
+  is divided by ep.
 * bytes = (weights + gradients + optimizer state of the whole model) / (tp * pp)
   * 1.5 when pp > 1 (stages are not even: the first / last hold embeddings and head)
   + saved / (dp * tp * pp * m) * in-flight + inputs / dp, where ``saved`` is the
@@ -62,10 +67,19 @@ from waferflow.parallel.driver import (
     clone_graph,
     parallelize,
 )
+from waferflow.parallel.experts import (
+    NO_EXPERTS,
+    ExpertFigures,
+    ep_choices,
+    ep_seconds,
+    expert_figures,
+    expert_state_share,
+)
 from waferflow.parallel.memory import fmt_bytes
 from waferflow.parallel.plan_spec import ParallelPlan
 from waferflow.parallel.span import SpanChoice, choose_span
 from waferflow.parallel.stages import param_of
+from waferflow.parallel.zero import zero_rough, zero_stages
 from waferflow.progress import phase
 
 if TYPE_CHECKING:
@@ -96,6 +110,8 @@ class ModelFigures:
     input_bytes: int
     batch: int
     matmul_read_bytes: int = 0  # operand bytes of every matmul (moved inside a node)
+    opt_bytes: int = 0  # optimizer state (AdamW's moments), part of state_bytes
+    experts: ExpertFigures = NO_EXPERTS  # mixture of experts (parallel.experts)
 
 
 @dataclass(frozen=True)
@@ -402,6 +418,8 @@ def model_figures(graph: Graph) -> ModelFigures:
         input_bytes=inputs,
         batch=batch_size(graph, ParallelPlan()),
         matmul_read_bytes=sum(op.cost.bytes_read for op in graph.ops if op.kind in MATMUL_LIKE),
+        opt_bytes=sum(opt_state.values()),
+        experts=expert_figures(graph),
     )
 
 
@@ -413,22 +431,27 @@ def candidates(graph: Graph, wafer: Wafer, batch: int, limit: int) -> list[Paral
     out = []
     training = any(op.phase is Phase.BWD for op in graph.ops)
     recomputes = (False, True) if training else (False,)  # nothing to recompute in inference
-    for dp in _divisors(batch):
-        ms = _divisors(batch // dp)
+    experts = expert_figures(graph)
+    for dp, ep in ((d, e) for d in _divisors(batch) for e in ep_choices(experts, batch // d)):
+        ms = _divisors(batch // (dp * ep))
+        zeros = zero_stages(dp, training) if ep == 1 else (0,)
         for pp in pps:
             chosen = _microbatches(ms, pp)
             for tp in tps:
-                if dp * tp * pp > limit:
+                if dp * ep * tp * pp > limit:
                     continue
                 for m in chosen:
                     for rc in recomputes:
-                        out.append(ParallelPlan(dp=dp, tp=tp, pp=pp, microbatches=m, recompute=rc))
+                        for z in zeros:
+                            out.append(ParallelPlan(dp=dp, tp=tp, pp=pp, microbatches=m,
+                                                    recompute=rc, zero=z, ep=ep))  # fmt: skip
     return out
 
 
 def rough_row(plan: ParallelPlan, span: SpanChoice, figs: ModelFigures) -> SearchRow:
     """The closed-form time and bytes of one rank of ``plan`` (module docstring)."""
     dp, tp, pp, m = plan.dp, plan.tp, plan.pp, plan.microbatches
+    data = dp * plan.ep  # ep ranks are data parallel for everything but the experts
     ranks = plan.num_ranks
     flops = figs.flops * (RECOMPUTE_FLOPS if plan.recompute else 1.0)
     bw, lat = span.view.link.bandwidth, span.view.link.latency
@@ -437,21 +460,32 @@ def rough_row(plan: ParallelPlan, span: SpanChoice, figs: ModelFigures) -> Searc
     node = figs.matmul_read_bytes * (RECOMPUTE_FLOPS if plan.recompute else 1.0) / ranks
     node *= (k - 1) / (2 * k * bw)
     seconds = max(compute, node) * (m + pp - 1) / m
-    if dp > 1:
-        reduce = 2 * (dp - 1) / dp * figs.grad_bytes / (tp * pp) / bw + 2 * (dp - 1) * lat
+    zr = None
+    if dp > 1 and plan.zero:
+        weights = figs.state_bytes - figs.grad_bytes - figs.opt_bytes
+        zr = zero_rough(plan, weights, figs.grad_bytes, figs.opt_bytes, figs.weighted_matmuls,
+                        bw, lat)  # fmt: skip
+        hidden = BACKWARD_SHARE * compute if plan.overlap else 0.0
+        seconds += zr.exposed + max(0.0, zr.hideable - hidden)
+    elif data > 1:
+        reduce = 2 * (data - 1) / data * figs.grad_bytes / (tp * pp) / bw + 2 * (data - 1) * lat
         if plan.overlap:  # gradients are reduced during the backward (2/3 of the compute)
             reduce = max(0.0, reduce - BACKWARD_SHARE * compute)
         seconds += reduce
     if tp > 1:
-        per = 2 * (tp - 1) / tp * figs.hidden_bytes / dp / bw + 2 * (tp - 1) * m * lat
+        per = 2 * (tp - 1) / tp * figs.hidden_bytes / data / bw + 2 * (tp - 1) * m * lat
         seconds += figs.weighted_matmuls / pp * per
     if pp > 1:
-        seconds += 2 * (m + pp - 1) * (figs.hidden_bytes / (dp * m) / bw + lat)
+        seconds += 2 * (m + pp - 1) * (figs.hidden_bytes / (data * m) / bw + lat)
+    seconds += ep_seconds(plan, figs.experts, bw, lat)
     inflight = 1 if plan.recompute else min(pp, m)
+    state = zr.state_bytes if zr is not None else figs.state_bytes / (tp * pp)
+    weights = figs.state_bytes - figs.grad_bytes - figs.opt_bytes
+    state *= 1 - expert_state_share(plan, figs.experts, weights)
     nbytes = (
-        figs.state_bytes / (tp * pp) * (IMBALANCE if pp > 1 else 1.0)
-        + figs.saved_bytes / (dp * tp * pp * m) * inflight
-        + figs.input_bytes / dp
+        state * (IMBALANCE if pp > 1 else 1.0)
+        + figs.saved_bytes / (data * tp * pp * m) * inflight
+        + figs.input_bytes / data
     )
     have = span.view.sram_bytes
     return SearchRow(
@@ -494,17 +528,28 @@ def _refusal(graph: Graph, wafer: Wafer, rows: list[SearchRow]) -> str:
     )
     if built:
         closest = [f"{r.plan} needs {fmt_bytes(r.peak_bytes or 0)} per core, has "
-                   f"{fmt_bytes(r.capacity_bytes)}" for r in built[:3]]  # fmt: skip
+                   f"{fmt_bytes(r.capacity_bytes)} (short by "
+                   f"{fmt_bytes((r.peak_bytes or 0) - r.capacity_bytes)})"
+                   for r in built[:3]]  # fmt: skip
         what = f"none of the {len(built)} plans built fits in SRAM; the closest: "
     else:
         near = sorted(rows, key=lambda r: (r.rough_bytes - r.capacity_bytes, r.plan))[:3]
         closest = [f"{r.plan} needs ~{fmt_bytes(r.rough_bytes)} per core, has "
-                   f"{fmt_bytes(r.capacity_bytes)}" for r in near]  # fmt: skip
+                   f"{fmt_bytes(r.capacity_bytes)} (short by "
+                   f"~{fmt_bytes(r.rough_bytes - r.capacity_bytes)})" for r in near]  # fmt: skip
         first = next((r.note for r in rows if r.note), "")
         what = f"no candidate plan could be built ({first}); roughly the closest: "
+    training = any(op.phase is Phase.OPT for op in graph.ops)
+    zero = ""
+    if training and batch_size(graph, ParallelPlan()) < 2:
+        zero = (
+            " (ZeRO, zero=1..3, shards the model state over data-parallel replicas, and a "
+            "batch of 1 allows none: a batch of 2 or more lets the search try it)"
+        )
     return (
         f"plan auto: no plan of @{graph.name} fits wafer {wafer.name!r}: {what}"
         + "; ".join(closest)
+        + zero
         + ". Try a bigger wafer, a smaller batch or sequence length, or recompute=true "
         "with an explicit plan of more ranks"
     )

@@ -47,7 +47,7 @@ def division(
     deg = instance_degrees(mesh, per_mb)
     parts, index = 1, 0
     seen_dims: set[int] = set()
-    for axis in (MeshAxis.MB, MeshAxis.DP, MeshAxis.TP):
+    for axis in (MeshAxis.MB, MeshAxis.DP, MeshAxis.EP, MeshAxis.TP):
         if axis not in osh.divided or deg[axis] <= 1:
             continue
         if axis is MeshAxis.MB:

@@ -71,7 +71,7 @@ def choose_span(wafer: Wafer, plan: ParallelPlan, ranks: int | None = None) -> S
     ranks = plan.num_ranks if ranks is None else ranks
     if plan.span != SPAN_AUTO:
         return _explicit(wafer, plan.span, ranks)
-    if wafer.topology is Topology.CROSSBAR:
+    if wafer.topology in (Topology.CROSSBAR, Topology.TREE):  # cores without blocks
         return SpanChoice(1, wafer, wafer, auto=True)
     need = math.ceil(HEADROOM * ranks)
     s = math.isqrt(max(1, strong_nodes(wafer) // max(1, need))) + 1  # ragged edges: try one up
@@ -98,9 +98,10 @@ def _explicit(wafer: Wafer, s: int, ranks: int) -> SpanChoice:
     if s == 1:
         view, notes = connected_view(wafer)
         return SpanChoice(1, view, wafer, auto=False, notes=notes)
-    if wafer.topology is Topology.CROSSBAR:
+    if wafer.topology in (Topology.CROSSBAR, Topology.TREE):
         raise PlanError(
-            f"span={s}: {wafer.name} is a crossbar, whose cores have no blocks; use span=1"
+            f"span={s}: {wafer.name} is a {wafer.topology.value}, whose cores have no blocks; "
+            "use span=1"
         )
     if s > min(wafer.rows, wafer.cols):
         raise PlanError(

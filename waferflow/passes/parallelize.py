@@ -22,6 +22,7 @@ from waferflow.parallel.plan_spec import (
     CollectiveAlgo,
     GradReduce,
     Granularity,
+    MatmulAlgo,
     ParallelPlan,
     PipelineSchedule,
     StageCut,
@@ -58,6 +59,11 @@ class Parallelize(Pass):
     overlap: bool = option(True, "interleave gradient reduction with the backward")
     span: int = option(SPAN_AUTO, "each rank runs on span x span nodes (0: auto)")
     cut: StageCut = option(StageCut.BALANCED, "pipeline stages: balanced, or one per layer")
+    zero: int = option(0, "ZeRO stage over dp: 1 optimizer state, 2 + gradients, 3 + parameters")
+    ep: int = option(1, "expert-parallel ranks (mixture-of-experts models)")
+    matmul: MatmulAlgo = option(
+        MatmulAlgo.GATHER, "a gathered matmul operand: gather, shift or auto"
+    )
     plan: str = option("", 'the whole plan as one string, e.g. "dp=2,tp=4" (overrides)')
 
     def spec(self) -> ParallelPlan:

@@ -58,6 +58,7 @@ from waferflow.ir.graph import Graph
 from waferflow.ir.plan import Plan, verify_plan
 from waferflow.ir.target.wafer import Topology, Wafer
 from waferflow.mapper import bridge
+from waferflow.mapper.local import swap_descent_dist
 from waferflow.mapper.placement import (
     DeadCores,
     FloorplanProblem,
@@ -178,6 +179,8 @@ class _Parallel:
         self.starts: list[tuple[float, int, tuple[int, ...]]] = []  # (rank cost, index, cores)
         self.notes: list[str] = []
         self.seen: dict[tuple[tuple[int, ...], ...], int] = {}  # layout -> first candidate
+        # a switched fabric: distances are switch hops, not Manhattan
+        self.hops = bridge.hop_matrix(self.wafer) if self.wafer.tree is not None else None
         # the program is scheduled once (or taken as the state brings it, from the plan
         # search) and retargeted to every other layout
         self.program: Program | None = state.program
@@ -239,10 +242,10 @@ class _Parallel:
         self.starting(f"{method}: build and time")
         built = self.build(layout)
         if self.flows is None:
-            self.flows = bridge.rank_flows(built.plan, layout.cores)
+            self.flows = bridge.rank_flows(built.plan, layout.cores, self.wafer.num_cores)
         cols = self.wafer.cols
         flat = bridge.flat_cores(layout.cores)
-        rank_cost = bridge.layout_cost(self.flows, flat, cols)
+        rank_cost = bridge.layout_cost(self.flows, flat, cols, self.hops)
         traffic = bridge.plan_traffic(built.plan, self.wafer)
         step, how, built.run = step_time(built.plan, self.wafer, self.opts.evaluate)
         fits = built.memory.fits
@@ -381,7 +384,7 @@ def place_state(graph: Graph, state: ParallelState, options: PlaceOptions) -> Pl
 def _place_state(graph: Graph, state: ParallelState, options: PlaceOptions) -> PlacedResult:
     t0 = time.perf_counter()
     wafer = state.wafer
-    crossbar = wafer.topology is Topology.CROSSBAR
+    crossbar = wafer.topology in (Topology.CROSSBAR, Topology.TREE)
     run = _Parallel(graph, state, options)
     if not crossbar:
         run.grid.require_connected()  # PlanError listing the islands
@@ -414,7 +417,9 @@ def _place(
     first = run.best[1].memory
     if options.require_fit and any(c.peak_bytes > wafer.sram_bytes for c in first.cores):
         check_fits(first)  # a rank that overflows a full node fits no placement: say so now
-    if crossbar:
+    if run.hops is not None:
+        _tree_swaps(run)
+    elif crossbar:
         run.notes.append(
             f"{wafer.name} is a crossbar: every pair of cores is one hop apart, so placement "
             "cannot change the traffic; the default layout is kept, no solver ran"
@@ -461,7 +466,7 @@ def _place(
             f"floorplan on blocks: CP-SAT on {g.rows // a}x{g.cols // b} cells of {a}x{b} "
             f"nodes of {on} (one tensor-parallel group each)"
         )
-    if len(run.candidates) > 1:
+    if len(run.candidates) > 1 and run.hops is None:
         decisions.append(
             f"tiling (ranks in each rectangle, tensor-parallel groups as blocks): on {on}"
         )
@@ -498,6 +503,26 @@ def _place(
         wall_time=time.perf_counter() - t0,
         run=kept_run,
     )
+
+
+def _tree_swaps(run: _Parallel) -> None:
+    """On a switched fabric: swap descent of the ranks under switch hops (the CP-SAT
+    models measure Manhattan distance); the result is a candidate like the others."""
+    assert run.flows is not None and run.hops is not None
+    start = run.starts[0][2] if run.starts else ()
+    better = swap_descent_dist(run.flows.pairs, start, run.hops) if start else start
+    if better != start:
+        layout = Layout(bridge.split_cores(better, run.pp, run.ranks), "switch-hop swaps")
+        run.offer("switch-hop swaps", layout)
+        run.notes.append(
+            f"{run.wafer.name} is a tree of switches: ranks placed by swap descent on switch "
+            "hops (bytes x hops between ranks; in-network collectives run in the switches)"
+        )
+    else:
+        run.notes.append(
+            f"{run.wafer.name} is a tree of switches: no swap of ranks lowers bytes x switch "
+            "hops, so the default layout is kept"
+        )
 
 
 def _baselines(run: _Parallel, options: PlaceOptions, default: Layout) -> None:

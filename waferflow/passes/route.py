@@ -105,19 +105,26 @@ class _Loads:
     def inv_bw(self, link: Link) -> float:
         v = self._inv_bw.get(link)
         if v is None:
-            cols = self.wafer.cols
-            spec = self.wafer.link_spec(divmod(link[0], cols), divmod(link[1], cols))
+            w = self.wafer
+            spec = w.link_spec(w.node_coord(link[0]), w.node_coord(link[1]))
             v = self._inv_bw[link] = 1.0 / spec.bandwidth
         return v
 
+    def _physical(self, links: tuple[Link, ...]) -> tuple[Link, ...]:
+        """A switched fabric's switch units as their switch (``Wafer.physical_node``)."""
+        if self.wafer.tree is None:
+            return links
+        phys = self.wafer.physical_node
+        return tuple((phys(a), phys(b)) for a, b in links)
+
     def add(self, links: tuple[Link, ...], nbytes: int, sign: int = 1) -> None:
-        for ln in links:
+        for ln in self._physical(links):
             self.busy[ln] = self.busy.get(ln, 0.0) + sign * nbytes * self.inv_bw(ln)
             self.nbytes[ln] = self.nbytes.get(ln, 0) + sign * nbytes
 
     def peak_with(self, links: tuple[Link, ...], nbytes: int) -> tuple[float, float]:
         """(busiest, summed) busy time of ``links`` if ``nbytes`` more crossed them."""
-        vals = [self.busy.get(ln, 0.0) + nbytes * self.inv_bw(ln) for ln in links]
+        vals = [self.busy.get(ln, 0.0) + nbytes * self.inv_bw(ln) for ln in self._physical(links)]
         return (max(vals, default=0.0), sum(vals))
 
     def max_busy(self) -> float:
@@ -138,13 +145,16 @@ def _options(plan: Plan, wafer: Wafer, orders: tuple[str, ...]) -> list[list[tup
         if s == d:
             out.append([(s,)])
             continue
+        if m.route is not None:  # an in-network collective's hop to or from a switch
+            out.append([m.route])
+            continue
         opts: list[tuple[int, ...]] = []
         for o in orders:
             key = (s, d, o)
             path = cache.get(key)
             if path is None:
                 coords = mapper_route(wafer, divmod(s, cols), divmod(d, cols), o)
-                path = cache[key] = tuple(r * cols + c for r, c in coords)
+                path = cache[key] = tuple(wafer.node_id(x) for x in coords)
             if path not in opts:
                 opts.append(path)
         out.append(opts)
@@ -188,18 +198,17 @@ def _report(
     loads = _Loads(wafer)
     byte_hops = 0
     detours = 0
-    cols = wafer.cols
     for m, path in zip(plan.messages, routes, strict=True):
         ls = _links(path)
         loads.add(ls, m.bytes)
         byte_hops += m.bytes * len(ls)
         s, d = path[0], path[-1]
-        (rs, cs), (rd, cd) = divmod(s, cols), divmod(d, cols)
+        (rs, cs), (rd, cd) = wafer.node_coord(s), wafer.node_coord(d)
         if len(ls) > abs(rs - rd) + abs(cs - cd) and wafer.topology.value == "mesh":
             detours += 1
     rows = sorted(loads.busy, key=lambda ln: (-loads.busy[ln], ln))
     links = tuple(
-        LinkLoad(divmod(a, cols), divmod(b, cols), loads.nbytes[(a, b)], loads.busy[(a, b)])
+        LinkLoad(wafer.node_coord(a), wafer.node_coord(b), loads.nbytes[(a, b)], loads.busy[(a, b)])
         for a, b in rows
         if loads.nbytes[(a, b)] > 0
     )

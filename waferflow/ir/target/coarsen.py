@@ -75,10 +75,10 @@ def coarsen(w: Wafer, k: int) -> Wafer:
         raise ConfigError(f"coarsen: k must be an integer >= 1, got {k!r}")
     if k == 1:
         return w
-    if w.topology is Topology.CROSSBAR:
+    if w.topology in (Topology.CROSSBAR, Topology.TREE):
         raise ConfigError(
-            f"coarsen(k={k}): {w.name} is a crossbar; blocks of a crossbar have no geometry, "
-            "so it has no coarse view (use k=1)"
+            f"coarsen(k={k}): {w.name} is a {w.topology.value}; blocks of its cores have no "
+            "geometry, so it has no coarse view (use k=1)"
         )
     die_rows, die_cols, d2d = _coarse_dies(w, k)
     factor = w.coarsen_factor * k

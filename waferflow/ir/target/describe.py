@@ -147,6 +147,11 @@ def describe(w: Wafer) -> str:
         if w.d2d_link is None
         else _link(w.d2d_link, w.clock_hz),
     )
+    if w.tree is not None:
+        for k, lv in enumerate(w.fabric, start=1):
+            below = "cores" if k == 1 else f"level-{k - 1} switches"
+            row(f"level {k}", f"{fmt_count(w.tree.switches_at(k))} switch(es) of "
+                f"{lv.fanout} {below}; links {_link(LinkSpec(lv.bandwidth, lv.latency), w.clock_hz)}")  # fmt: skip
     row("links", f"{fmt_count(w.num_links())} usable directed links")
     faults = f"{fmt_count(len(w.dead_cores))} dead cores, {fmt_count(len(w.dead_links))} dead links"
     # ragged nodes are listed in partial_cores too; only those missing fine cores are faults

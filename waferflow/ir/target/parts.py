@@ -34,6 +34,7 @@ class Topology(Enum):
     MESH = "mesh"  # 2D mesh, links to the 4 neighbours
     TORUS = "torus"  # 2D mesh with wrap-around links
     CROSSBAR = "crossbar"  # a dedicated link between every ordered pair (the seed machine)
+    TREE = "tree"  # cores under a tree of switches (``fabric.py``; the FRED preset)
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,7 @@ Schema (every table and key; ``presets/example.toml`` is a commented example)::
     name = "my-wafer"        # default: the file's name without .toml
     rows = 64                # cores per column of the grid
     cols = 64                # cores per row
-    topology = "mesh"        # mesh | torus | crossbar
+    topology = "mesh"        # mesh | torus | crossbar | tree (a tree of switches)
     clock_hz = 1e9           # Hz
     sram_bytes = 1048576     # bytes per core (an integer)
     sram_bandwidth = 1e12    # bytes/s per core
@@ -86,6 +86,11 @@ Schema (every table and key; ``presets/example.toml`` is a commented example)::
     bandwidth = 1.28e10
     latency = 1e-8
 
+    [fabric]                 # topology "tree" only: the switch levels, bottom first
+    fanout = [4, 4, 4]       # cores per level-1 switch, level-1 switches per level-2, ...
+    bandwidth = [1e12, 2e12, 4e12]   # each link below a switch of that level (bytes/s)
+    latency = [5e-9, 5e-9, 5e-9]     # seconds per hop ([link] is level 0's: omit it)
+
 Units: plain numbers are SI base units (bytes, bytes/s, seconds, Hz, FLOP/s). Any
 quantity may instead be a string with a unit, e.g. ``"12.8 GB/s"``, ``"10 ns"``,
 ``"1 cycle"``, ``"48 KiB"``, ``"100 MHz"``, ``"125 PFLOP/s"``, ``"2048 FLOP/cycle"``
@@ -113,6 +118,7 @@ from waferflow.errors import ConfigError, FormatError
 from waferflow.fileio import decode_text, short, write_text
 from waferflow.ir.dtypes import DType
 from waferflow.ir.target import catalog
+from waferflow.ir.target.fabric import FabricLevel
 from waferflow.ir.target.parts import CORE_RATE_GROUPS, Coord, FlowControl, LinkSpec, Topology
 from waferflow.ir.target.ranges import MAX_CORES, check_value, declared
 from waferflow.ir.target.toml_core import core_memory_doc, parse_core, parse_memory
@@ -183,6 +189,7 @@ _SCHEMA: dict[str, Any] = {
     },
     "memory": {"block_bytes": None, "lookahead": None, "first_fit": None},
     "host": _LINK,
+    "fabric": {"fanout": None, "bandwidth": None, "latency": None},
 }
 
 
@@ -401,6 +408,25 @@ def _link(table: dict[str, Any], path: str, clock: float) -> LinkSpec:
     )
 
 
+def _fabric(table: dict[str, Any], clock: float) -> tuple[FabricLevel, ...]:
+    """``[fabric]``: ``fanout``, ``bandwidth`` and ``latency``, one entry per level."""
+    fans = _list(_required(table, "fabric.fanout", "children per switch, bottom level first"),
+                 "fabric.fanout")  # fmt: skip
+    cols = {}
+    for key, kind in (("bandwidth", Kind.BANDWIDTH), ("latency", Kind.TIME)):
+        items = _list(_required(table, f"fabric.{key}", f"one {key} per level"), f"fabric.{key}")
+        if len(items) != len(fans):
+            raise ConfigError(
+                f"fabric.{key} has {len(items)} entries for {len(fans)} levels (fabric.fanout)"
+            )
+        cols[key] = [quantity_float(v, kind, f"fabric.{key}[{i}]", clock)
+                     for i, v in enumerate(items)]  # fmt: skip
+    return tuple(
+        FabricLevel(_int(f, f"fabric.fanout[{i}]"), cols["bandwidth"][i], cols["latency"][i])
+        for i, f in enumerate(fans)
+    )
+
+
 def _build(
     doc: dict[str, Any], user: dict[str, Any], base: Wafer | None, origin: str, default_name: str
 ) -> Wafer:
@@ -473,6 +499,11 @@ def _build(
     core = parse_core(doc["core"], clock) if "core" in doc else None
     memory = parse_memory(doc["memory"], clock) if "memory" in doc else None
     host = _link(doc["host"], "host", clock) if "host" in doc else None
+    fabric = _fabric(doc["fabric"], clock) if "fabric" in doc else ()
+    if "link" in doc or not fabric:
+        link = _link(_required(doc, "link", "the on-die link table [link]"), "link", clock)
+    else:  # a tree's link is its cores' port, the first level's
+        link = LinkSpec(fabric[0].bandwidth, fabric[0].latency)
 
     name = wt.get("name") if "name" in _table(user, "wafer") or base is None else None
     source = wt.get("source", "")
@@ -495,7 +526,8 @@ def _build(
             "wafer.sram_bandwidth",
             clock,
         ),
-        link=_link(_required(doc, "link", "the on-die link table [link]"), "link", clock),
+        link=link,
+        fabric=fabric,
         die_rows=die_rows,
         die_cols=die_cols,
         d2d_link=d2d,
@@ -593,6 +625,12 @@ def wafer_to_doc(w: Wafer) -> dict[str, Any]:
     doc.update(core_memory_doc(w))
     if w.host is not None:
         doc["host"] = {"bandwidth": w.host.bandwidth, "latency": w.host.latency}
+    if w.fabric:
+        doc["fabric"] = {
+            "fanout": [lv.fanout for lv in w.fabric],
+            "bandwidth": [lv.bandwidth for lv in w.fabric],
+            "latency": [lv.latency for lv in w.fabric],
+        }
     return doc
 
 

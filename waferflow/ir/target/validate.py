@@ -54,6 +54,7 @@ TOML_PATH: dict[str, str] = {
     "core": "core",
     "memory": "memory",
     "host": "host",
+    "fabric": "fabric",
     "coarsen_factor": "wafer.coarsen_factor",
     "fine_rows": "wafer.fine_rows",
     "fine_cols": "wafer.fine_cols",
@@ -256,6 +257,54 @@ def _memory(value: object) -> MemoryModel | None:
     return value
 
 
+def _fabric(w: Wafer) -> None:
+    """A ``tree`` wafer's switch levels (``fabric.py``): fan-outs multiplying to the
+    cores, links of positive bandwidth, the cores' ports equal to ``[link]``."""
+    from waferflow.ir.target.fabric import FabricLevel
+
+    if w.topology is not Topology.TREE:
+        if w.fabric:
+            raise ConfigError(
+                f"fabric is given but wafer.topology = {w.topology.value!r}; the switch levels "
+                'belong to topology = "tree"'
+            )
+        return
+    levels = list(w.fabric)
+    if not levels:
+        raise ConfigError(
+            'wafer.topology = "tree" needs its switches: [fabric] fanout = [...], '
+            "bandwidth = [...], latency = [...], one entry per level, bottom first"
+        )
+    out = []
+    for k, lv in enumerate(levels):
+        if not isinstance(lv, FabricLevel):
+            raise ConfigError(f"fabric level {k} must be a FabricLevel, got {lv!r}")
+        rng = declared(FabricLevel)
+        fan = check_value(lv.fanout, f"fabric.fanout[{k}]", rng["fanout"])
+        bw = check_value(lv.bandwidth, f"fabric.bandwidth[{k}]", rng["bandwidth"])
+        lat = check_value(lv.latency, f"fabric.latency[{k}]", rng["latency"])
+        out.append(FabricLevel(int(fan), float(bw), float(lat)))
+    _set(w, "fabric", tuple(out))
+    total = math.prod(lv.fanout for lv in out)
+    if total != w.rows * w.cols:
+        raise ConfigError(
+            f"fabric.fanout = {[lv.fanout for lv in out]} puts {total} cores under the top "
+            f"switch, but the grid has wafer.rows x wafer.cols = {w.rows * w.cols}: make the "
+            "fan-outs multiply to the cores"
+        )
+    first = LinkSpec(out[0].bandwidth, out[0].latency)
+    if w.link != first:
+        raise ConfigError(
+            f"link = {w.link} differs from the cores' ports fabric.bandwidth[0] / "
+            f"fabric.latency[0] = {first}: on a tree the link is the cores' port (omit [link])"
+        )
+    for attr, bad in (("die_rows", w.die_rows != 1), ("die_cols", w.die_cols != 1),
+                      ("coarsen_factor", w.coarsen_factor != 1),
+                      ("dead_cores", bool(w.dead_cores)), ("dead_links", bool(w.dead_links))):  # fmt: skip
+        if bad:
+            raise ConfigError(f"{label(attr)}: a switched fabric (topology tree) has none yet")
+
+
 def normalize_and_validate(w: Wafer) -> None:
     """Bring ``w``'s fields to canonical types (floats, frozensets, sorted tuples) and
     check every invariant; raise ``ConfigError`` naming the first bad field."""
@@ -315,6 +364,8 @@ def normalize_and_validate(w: Wafer) -> None:
         )
     if w.host is not None:
         _set(w, "host", _linkspec(w.host, "host", 1))  # one link per core, on any view
+
+    _fabric(w)
 
     # --- faults ---
     dead = frozenset(_coord(c, label("dead_cores")) for c in _iterable(w.dead_cores, "dead_cores"))

@@ -23,13 +23,14 @@ by fewer fine links and has that fraction of the bandwidth (``link_spec``); see
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 
 from waferflow.ir.dtypes import DType
 from waferflow.ir.target import coarsen as _coarsen
 from waferflow.ir.target import describe as _describe
+from waferflow.ir.target.fabric import FabricLevel, Tree
 from waferflow.ir.target.parts import (
     Coord,
     CoreModel,
@@ -90,6 +91,8 @@ class Wafer:
     core: CoreModel | None = None  # how a core times an op (None: the roofline)
     memory: MemoryModel | None = None  # how SRAM is handed out (None: exact, reported only)
     host: LinkSpec | None = None  # the host's own link to every core (None: no host)
+    # topology "tree": the switch levels, bottom first (``fabric.py``); () otherwise
+    fabric: tuple[FabricLevel, ...] = ()
     # k when this is a k x k coarse view of a finer wafer
     coarsen_factor: int = field(default=1, metadata=sane(1, MAX_SIDE, "", integer=True))
     source: str = ""  # where the figures come from
@@ -264,9 +267,50 @@ class Wafer:
             self.sram_bytes * n // full for _, n in self.partial_cores
         )
 
+    # --- a switched fabric (topology "tree") ------------------------------------------
+    @cached_property
+    def tree(self) -> Tree | None:
+        """The switch tree of a ``tree`` wafer (switches at coordinates ``(-level, i)``)."""
+        return Tree(self.num_cores, self.fabric) if self.topology is Topology.TREE else None
+
+    @property
+    def num_nodes(self) -> int:
+        """Cores, plus a switched fabric's switches (numbered after the cores)."""
+        return self.num_cores + (self.tree.num_switches if self.tree is not None else 0)
+
+    def node_id(self, coord: Coord) -> int:
+        """The id of a core or (on a switched fabric) a switch."""
+        if coord[0] >= 0:
+            return coord[0] * self.cols + coord[1]
+        assert self.tree is not None, f"{coord} is not a core of {self.name}"
+        return self.tree.node_id(coord, self.cols)
+
+    def physical_node(self, node: int) -> int:
+        """A switch *unit* as its switch: on a switched fabric every id past the nodes
+        (``num_nodes + t * switches + j``) is one more unit of switch ``j`` (a switch
+        reduces and copies many streams at once: each in-network step runs on a unit
+        of its own). Cores and switches are themselves."""
+        if self.tree is None or node < self.num_nodes:
+            return node
+        return self.num_cores + (node - self.num_cores) % self.tree.num_switches
+
+    def is_switch_node(self, node: int) -> bool:
+        return self.tree is not None and node >= self.num_cores
+
+    def count_cores(self, nodes: Iterable[int]) -> int:
+        """How many of ``nodes`` are cores (a switched fabric's switch units are not)."""
+        return sum(1 for n in nodes if n < self.num_cores)
+
+    def node_coord(self, node: int) -> Coord:
+        if node < self.num_cores or self.tree is None:
+            return divmod(node, self.cols)
+        return self.tree.coord_of(self.physical_node(node), self.cols)
+
     # --- topology --------------------------------------------------------------------
     def is_adjacent(self, a: Coord, b: Coord) -> bool:
         """Whether the topology has a link between ``a`` and ``b`` (faults ignored)."""
+        if self.tree is not None:
+            return a != b and self.tree.link_spec(a, b, self.cols) is not None
         if a == b or not (self.in_grid(a) and self.in_grid(b)):
             return False
         if self.topology is Topology.CROSSBAR:
@@ -280,7 +324,12 @@ class Wafer:
     def neighbors(self, coord: Coord) -> list[Coord]:
         """Cores linked to ``coord`` by the topology, faults ignored (use ``has_link``
         to skip dead cores and links). Order: up, down, left, right; for a crossbar,
-        every other core in row-major order."""
+        every other core in row-major order; on a switched fabric, the switch above
+        a core, and a switch's children then its parent."""
+        if self.tree is not None:
+            up = self.tree.parent(coord, self.cols)
+            down = self.tree.children(coord, self.cols) if coord[0] < 0 else []
+            return down + ([up] if up is not None else [])
         self._check(coord)
         r, c = coord
         if self.topology is Topology.CROSSBAR:
@@ -312,6 +361,10 @@ class Wafer:
         is a ValueError."""
         if not self.is_adjacent(a, b):
             raise ValueError(f"{self.name}: no link between {a} and {b} in a {self.topology.value}")
+        if self.tree is not None:
+            tree_spec = self.tree.link_spec(a, b, self.cols)
+            assert tree_spec is not None
+            return tree_spec
         spec = self.link
         if self.d2d_link is not None and self.is_d2d(a, b):
             spec = self.d2d_link
@@ -329,6 +382,12 @@ class Wafer:
     def links(self) -> Iterator[Link]:
         """Every usable directed link, by source in row-major order then by neighbour
         order; dead links and links touching dead cores are left out. Lazy."""
+        if self.tree is not None:
+            for child, parent in self.tree.edges(self.cols):
+                spec = self.link_spec(child, parent)
+                yield Link(child, parent, spec, False)
+                yield Link(parent, child, spec, False)
+            return
         dead, dead_links = self.dead_cores, self.dead_links
         d2d_spec = self.d2d_link or self.link
         ragged = bool(self.fine_rows or self.fine_cols)
@@ -348,6 +407,8 @@ class Wafer:
     def num_links(self) -> int:
         """``len(list(self.links()))`` in O(faults) time."""
         n = self.num_alive
+        if self.tree is not None:
+            return 2 * (self.num_cores + self.tree.num_switches - 1)
         if self.topology is Topology.CROSSBAR:
             undirected = n * (n - 1) // 2
         else:
