@@ -34,16 +34,15 @@ import difflib
 import hashlib
 import itertools
 import json
-import tomllib
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
 from waferflow.errors import ConfigError, WaferflowError
-from waferflow.fileio import read_text, short
+from waferflow.fileio import read_text
 from waferflow.ir.target import Wafer, get_wafer
-from waferflow.ir.target.toml_io import wafer_from_doc, wafer_to_doc, wafer_to_toml
+from waferflow.ir.target.toml_io import loads_toml, wafer_from_doc, wafer_to_doc, wafer_to_toml
 
 NONE_PLAN = "none"  # a job without a parallel plan (compile's default lowering)
 
@@ -276,14 +275,7 @@ def load_sweep(path: str | Path, output: str | Path | None = None) -> Sweep:
         text = read_text(file, "sweep file", "see examples/sweep_d2d.toml")
     except WaferflowError as e:  # missing, a folder, unreadable, not UTF-8
         raise ConfigError(str(e)) from None
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"{path}: malformed TOML: {e}") from None
-    except ValueError as e:  # an integer of more than 4,300 digits
-        raise ConfigError(f"{path}: malformed TOML: {short(str(e), 100)}") from None
-    except RecursionError:
-        raise ConfigError(f"{path}: malformed TOML: arrays or tables nested too deeply") from None
+    doc = loads_toml(text, str(path))
     try:
         return _read(doc, file, output)
     except ConfigError as e:

@@ -129,6 +129,7 @@ __all__ = [
     "dump_wafer",
     "get_wafer",
     "load_wafer",
+    "loads_toml",
     "parse_wafer_toml",
     "wafer_from_doc",
     "wafer_to_doc",
@@ -245,15 +246,20 @@ def _load(path: Path, stack: tuple[Path, ...]) -> Wafer:
 def _parse(
     text: str, origin: str, base_dir: Path, stack: tuple[Path, ...], default_name: str
 ) -> Wafer:
+    return _from_doc(loads_toml(text, origin), origin, base_dir, stack, default_name)
+
+
+def loads_toml(text: str, origin: str) -> dict[str, Any]:
+    """``text`` parsed as TOML; a ``ConfigError`` naming ``origin`` for any malformed
+    input (bad syntax, an integer past Python's digit limit, nesting too deep)."""
     try:
-        doc = tomllib.loads(text)
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{origin}: malformed TOML: {e}") from None
     except ValueError as e:  # an integer of more than 4,300 digits
         raise ConfigError(f"{origin}: malformed TOML: {short(str(e), 100)}") from None
     except RecursionError:
         raise ConfigError(f"{origin}: malformed TOML: arrays or tables nested too deeply") from None
-    return _from_doc(doc, origin, base_dir, stack, default_name)
 
 
 def wafer_from_doc(
