@@ -110,6 +110,76 @@ def core_ps(actor: Actor, wafer: Wafer) -> int:
     return duration_ps(cycles, wafer.clock_hz)
 
 
+class ActorTimes:
+    """``compute_ps`` and ``actor_passes`` over the actors of one plan, each distinct
+    piece of work timed once: equal work (the same passes, dtype and node capacity)
+    takes equal time, and a plan of a hundred thousand actors holds a few thousand
+    distinct ones (every rank of a shard, every micro-batch, every all-reduce step).
+    Lookups go by the identity of an actor's ``work`` tuple first (the actors of one
+    op share it), so only lookups that miss hash the passes. Holds only while the
+    actors it saw are alive: make one per plan."""
+
+    def __init__(self, wafer: Wafer) -> None:
+        self.wafer = wafer
+        self.core = wafer.core is not None
+        self._cap: dict[int, float] = {}
+        self._by_id: dict[tuple[int, DType, float], tuple[PassTime, ...]] = {}
+        self._by_value: dict[tuple, tuple[PassTime, ...]] = {}
+        self._ps: dict[int, int] = {}
+
+    def capacity(self, core: int) -> float:
+        cap = self._cap.get(core)
+        if cap is None:
+            cap = self._cap[core] = self.wafer.capacity(divmod(core, self.wafer.cols))
+        return cap
+
+    def passes(self, actor: Actor) -> tuple[PassTime, ...]:
+        """``actor_passes(actor, wafer)`` (a wafer with a ``[core]``)."""
+        work = actor.work
+        cap = self.capacity(actor.core)
+        if work:
+            key = (id(work), actor.dtype, cap)
+            got = self._by_id.get(key)
+            if got is None:
+                value = (work, actor.dtype, cap)
+                got = self._by_value.get(value)
+                if got is None:
+                    got = self._by_value[value] = tuple(actor_passes(actor, self.wafer))
+                self._by_id[key] = got
+            return got
+        value = (actor.op_kind, actor.flops, actor.bytes_read, actor.bytes_written,
+                 actor.dtype, cap)  # fmt: skip
+        got = self._by_value.get(value)
+        if got is None:
+            got = self._by_value[value] = tuple(actor_passes(actor, self.wafer))
+        return got
+
+    def compute_ps(self, actor: Actor) -> int:
+        """``compute_ps(actor, wafer)``, memoised."""
+        if not self.core:
+            return roofline_ps(actor, self.wafer)
+        passes = self.passes(actor)
+        got = self._ps.get(id(passes))  # the memoised tuples live as long as this
+        if got is None:
+            got = self._ps[id(passes)] = _sum_ps(passes, self.wafer.clock_hz)
+        return got
+
+
+def _sum_ps(passes: Sequence[PassTime], clock_hz: float) -> int:
+    return duration_ps(sum(p.cycles for p in passes), clock_hz)
+
+
+def actor_durations(actors: Sequence[Actor], wafer: Wafer, compute: ComputeModel) -> list[int]:
+    """``compute(actor, wafer)`` for every actor; the default model through
+    ``ActorTimes``. An in-network step on a switch adds and copies at line rate: no
+    time of its own."""
+    switch = wafer.is_switch_node
+    if compute is compute_ps:
+        times = ActorTimes(wafer)
+        return [0 if switch(a.core) else times.compute_ps(a) for a in actors]
+    return [0 if switch(a.core) else int(compute(a, wafer)) for a in actors]
+
+
 def node_network_ps(actor: Actor, wafer: Wafer) -> int:
     """The traffic a matmul makes inside a node of a coarse view (0 on a fine wafer).
 
@@ -212,7 +282,9 @@ __all__ = [
     "DEFAULT_PACKET_BYTES",
     "MAX_VIEW_PACKET_BYTES",
     "PS_PER_S",
+    "ActorTimes",
     "ComputeModel",
+    "actor_durations",
     "actor_passes",
     "compute_ps",
     "core_context",

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from waferflow.backend_sim.config import SimConfig
 from waferflow.backend_sim.costs import (
     DEFAULT_PACKET_BYTES,
+    actor_durations,
     duration_ps,
     packetize,
     seconds_to_ps,
@@ -125,9 +126,7 @@ def prepare(plan: Plan, wafer: Wafer, config: SimConfig) -> Prepared:
     ci_of = {c: i for i, c in enumerate(cores)}
     actors = plan.actors
     actor_ci = [ci_of.get(a.core, -1) for a in actors]
-    compute = config.compute
-    # an in-network step on a switch adds and copies at line rate: no time of its own
-    dur = [0 if wafer.is_switch_node(a.core) else int(compute(a, wafer)) for a in actors]
+    dur = actor_durations(actors, wafer, config.compute)
     for a, d in zip(actors, dur, strict=True):
         if d < 0:
             raise PlanError(f"compute model gave actor {a.id} ({a.name!r}) a negative duration")

@@ -17,7 +17,7 @@ from fractions import Fraction
 
 from waferflow.backend_sim.core_model import Bound, Unit, op_class
 from waferflow.backend_sim.costs import (
-    actor_passes,
+    ActorTimes,
     duration_ps,
     ideal_compute_ps,
     node_network_ps,
@@ -77,15 +77,26 @@ class _Acc:
 def op_classes(plan: Plan, wafer: Wafer) -> tuple[ClassStat, ...]:
     """Every op class in ``plan`` on ``wafer``, the busiest first (ties by name)."""
     acc: dict[str, _Acc] = {}
+    times = ActorTimes(wafer)
+    # a pass's figures, by the identity of its (shared, memoised) PassTime
+    figures: dict[int, tuple[str, str, int, int, int, str]] = {}
     for a in plan.actors:
         if wafer.core is None:
             _roofline(a, wafer, acc)
             continue
-        for p in actor_passes(a, wafer):
-            busy = duration_ps(p.cycles, wafer.clock_hz)
-            ideal = _ideal_ps(p.ideal, wafer.clock_hz)
-            unit = _UNIT_NAME[p.unit]
-            acc.setdefault(p.op_class, _Acc()).add(unit, p.flops, busy, ideal, p.bound.value)
+        for p in times.passes(a):
+            got = figures.get(id(p))
+            if got is None:
+                got = figures[id(p)] = (
+                    p.op_class, _UNIT_NAME[p.unit], p.flops,
+                    duration_ps(p.cycles, wafer.clock_hz), _ideal_ps(p.ideal, wafer.clock_hz),
+                    p.bound.value,
+                )  # fmt: skip
+            cls, unit, flops, busy, ideal, bound = got
+            c = acc.get(cls)
+            if c is None:
+                c = acc[cls] = _Acc()
+            c.add(unit, flops, busy, ideal, bound)
     stats = [
         ClassStat(
             op_class=name,

@@ -4,7 +4,7 @@ checks. ``waferflow.ir.plan`` re-exports both classes."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from waferflow.errors import VerificationError
@@ -46,6 +46,17 @@ class OpWork:
     reads: tuple[int, ...]
     writes: tuple[int, ...]
     gemms: tuple[Gemm, ...] = ()
+    # the hash, computed on first use: a simulation looks every actor's passes up by
+    # value (``costs.ActorTimes``), and hashing the fields (an enum, tuples of
+    # dataclasses) each time cost more than timing the passes
+    _hash: int = field(default=0, init=False, repr=False, compare=False)
+
+    def __hash__(self) -> int:
+        h = self._hash
+        if not h:
+            h = hash((self.kind, self.flops, self.reads, self.writes, self.gemms)) or 1
+            object.__setattr__(self, "_hash", h)
+        return h
 
 
 @dataclass(frozen=True, slots=True)
