@@ -30,8 +30,9 @@ class PlaceOptions:
     """Options of a placement.
 
     ``time_limit`` is CP-SAT deterministic seconds for the whole placement: the
-    floorplans take at most half, the rank refinement what they leave (its LNS at most
-    ``mapper.lns.lns_budget`` of it, and it stops once rounds stop improving). ``num_workers = 1`` (default) is reproducible: the same
+    floorplans take at most half, the rank refinement what they leave (its direct model
+    and its LNS at most ``mapper.lns.lns_budget`` each, and the LNS stops once rounds
+    stop improving). ``num_workers = 1`` (default) is reproducible: the same
     inputs and seed give byte-identical plans. ``weights`` overrides the floorplan
     objective (default: link time, no balance term); ``dead_cores`` the floorplan's
     dead-core policy (default: obstacles with up to ``FEW_DEAD`` dead nodes, else idle).
