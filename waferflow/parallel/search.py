@@ -60,6 +60,7 @@ from waferflow.errors import PlanError
 from waferflow.ir.dtypes import DType
 from waferflow.ir.graph import Graph, Phase
 from waferflow.ir.opkind import MATMUL_LIKE, OpKind
+from waferflow.ir.plan import Plan
 from waferflow.ir.target.wafer import Wafer
 from waferflow.parallel.driver import (
     ParallelState,
@@ -78,7 +79,7 @@ from waferflow.parallel.experts import (
     expert_state_share,
 )
 from waferflow.parallel.held import shortfall
-from waferflow.parallel.memory import fmt_bytes
+from waferflow.parallel.memory import MemoryReport, fmt_bytes
 from waferflow.parallel.plan_spec import ParallelPlan
 from waferflow.parallel.span import SpanChoice, choose_span
 from waferflow.parallel.stages import param_of
@@ -253,9 +254,8 @@ def hold_against_uniform(
     kept when it is at least as fast as the best uniform plan, else that is kept."""
     if found is None:
         return _keep_uniform(graph, wafer, base, None, None)
-    res = build_parallel_plan(graph, wafer, found.best, check_memory=False)
-    assert res.wafer is not None
-    own = simulate(res.plan, res.wafer).step_time
+    plan, view, _ = _built(graph, wafer, found.best, found.state)
+    own = simulate(plan, view).step_time
     found = replace(found, uniform=base, simulated_seconds=own, searched_seconds=own)
     best = base.best_seconds
     if best is None or own <= best:
@@ -270,21 +270,34 @@ def _keep_uniform(
     """The best uniform plan, kept because it simulates faster than the search's plan
     (which stays in the table, unkept) or because no searched plan fits."""
     assert base.best is not None and base.best_seconds is not None
-    res = build_parallel_plan(graph, wafer, base.best, check_memory=False)
-    assert res.wafer is not None
-    tight = max(res.memory.cores, key=lambda c: (c.overflow, -c.core))
+    plan, view, mem = _built(graph, wafer, base.best, base.state)
+    tight = max(mem.cores, key=lambda c: (c.overflow, -c.core))
     row = replace(
         rough_row(base.best, choose_span(wafer, base.best), model_figures(graph)),
         built=True, fits=True, peak_bytes=tight.peak_bytes, capacity_bytes=tight.capacity_bytes,
-        step_seconds=estimate(res.plan, res.wafer).step_time, note="best uniform plan",
-        kept=True,
+        step_seconds=estimate(plan, view).step_time, note="best uniform plan", kept=True,
     )  # fmt: skip
     rows = () if found is None else tuple(replace(r, kept=False) for r in found.rows)
     return PlanSearch(
         best=base.best, rows=(*rows, row), screened=len(rows) + 1,
         built=(0 if found is None else found.built) + 1, uniform=base,
         simulated_seconds=base.best_seconds, uniform_kept=True, searched_seconds=own,
+        ruled_out=0 if found is None else found.ruled_out, state=base.state,
     )  # fmt: skip
+
+
+def _built(
+    graph: Graph, wafer: Wafer, plan: ParallelPlan, state: tuple[Graph, ParallelState] | None
+) -> tuple[Plan, Wafer, MemoryReport]:
+    """``plan``'s actor plan, view and memory: as the search or the uniform baseline
+    built it (``state``, when it kept it), else built now."""
+    if state is not None:
+        st = state[1]
+        if st.actor_plan is not None and st.memory is not None:
+            return st.actor_plan, st.wafer, st.memory
+    res = build_parallel_plan(graph, wafer, plan, check_memory=False)
+    assert res.wafer is not None
+    return res.plan, res.wafer, res.memory
 
 
 def _search(
