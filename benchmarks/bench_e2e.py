@@ -133,11 +133,14 @@ def run_case(case: Case, workdir: Path) -> dict:
     again = simulate(compiled.plan, compiled.wafer)  # the baseline: one fresh simulation
     sim_wall, sim_cpu = time.perf_counter() - t0, _cpu() - c0
     assert again.step_time_ps == report.result.step_time_ps, "the reused run differs"
+    found = compiled.search
+    search = None if found is None else [found.screened, found.built, found.ruled_out]
     return {
         "phases": phases, "compile_wall": compile_wall, "compile_cpu": compile_cpu,
         "total_wall": total_wall, "total_cpu": total_cpu, "rss": rss, "rss_worker": rss_worker,
         "step_ms": report.step_time * 1e3, "events": again.events, "sim_wall": sim_wall,
         "sim_cpu": sim_cpu, "actors": len(compiled.plan.actors), "plan": compiled.plan.name,
+        "search": search,
     }  # fmt: skip
 
 
@@ -152,6 +155,10 @@ def _row(case: Case, r: dict) -> list[str]:
     lines = [f"{case.name}: {r['plan']} ({r['actors']:,} actors), step {r['step_ms']:.4f} ms"]
     for step, wall, cpu in r["phases"]:
         lines.append(f"  {step:<20} {wall:8.2f} s wall {cpu:8.2f} s CPU")
+    if r.get("search"):
+        screened, built, ruled = r["search"]
+        lines.append(f"  plan search: {screened} screened, {built} built, {ruled} ruled out "
+                     "unbuilt by the memory bound")  # fmt: skip
     ratio = r["compile_cpu"] / r["sim_cpu"] if r["sim_cpu"] > 0 else float("inf")
     lines += [
         f"  {'compile':<20} {r['compile_wall']:8.2f} s wall {r['compile_cpu']:8.2f} s CPU",

@@ -212,3 +212,27 @@ def test_a_slow_clock_changes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     slow = solve_assignment(p, SolveOptions(time_limit=0.2, seed=3))
     assert slow.core_of_actor == quiet.core_of_actor
     assert slow.to_json() == quiet.to_json()  # rounds included
+
+
+def test_the_rank_refinement_direct_model_budget_scales_with_the_problem(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Up to ``DIRECT_LIMIT`` ranks the refinement also solves the direct model: with a
+    10 s placement budget it gets ``lns_budget`` of half of it (1 s for a few ranks),
+    not the half itself (5 s that, on real plans, found nothing a fraction had not)."""
+    from waferflow.mapper import bridge
+    from waferflow.mapper.lns import lns_budget
+
+    limits: list[float] = []
+    real = bridge.solve_assignment
+
+    def spy(problem: AssignProblem, options: SolveOptions) -> object:
+        limits.append(options.time_limit)
+        return real(problem, options)
+
+    monkeypatch.setattr(bridge, "solve_assignment", spy)
+    p = chain_assign(2, 3)
+    cores, rep = bridge.refine_ranks(p, (5, 0, 4), SolveOptions(time_limit=10.0))
+    assert limits == [lns_budget(p.n_actors, 5.0)] and limits[0] < 5.0
+    assert assignment_cost(p, cores) <= assignment_cost(p, (5, 0, 4))
+    assert rep.deterministic_time <= 10.0

@@ -114,3 +114,59 @@ def test_compile_auto_with_placement_is_never_slower_than_the_best_uniform_plan(
     assert c.search is not None and c.search.uniform is not None
     best = c.search.uniform.best_seconds
     assert best is not None and c.simulate().step_time <= best
+
+
+def test_held_search_builds_each_plan_once(
+    tiny_infer: Graph, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Held against the uniform plans, the searched plan is simulated from the search's
+    own build and a kept uniform plan comes with its build (placement starts from it):
+    nothing is built again."""
+
+    def rebuild(*_a, **_k):  # type: ignore[no-untyped-def]
+        raise AssertionError("built again")
+
+    monkeypatch.setattr(search_mod, "build_parallel_plan", rebuild)
+    s = search_plans(tiny_infer, get_wafer(WAFER), uniform=True)
+    assert s.state is not None and s.state[1].plan == s.best
+    assert s.simulated_seconds is not None and s.searched_seconds is not None
+
+
+def test_a_kept_uniform_plan_is_handed_over_as_built(
+    tiny_infer: Graph, baseline: UniformBaseline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    built: list[str] = []
+    real = search_mod.build_parallel_plan
+
+    def count(graph, wafer, plan, **kw):  # type: ignore[no-untyped-def]
+        built.append(str(plan))
+        return real(graph, wafer, plan, **kw)
+
+    monkeypatch.setattr(search_mod, "_search", _slow_search)
+    monkeypatch.setattr(search_mod, "build_parallel_plan", count)
+    held = search_plans(tiny_infer, get_wafer(WAFER), uniform=True)
+    assert held.uniform_kept and held.state is not None
+    assert held.state[1].plan == held.best == baseline.best
+    assert built == ["dp=1,tp=1,pp=8,microbatches=1"]  # only the stand-in search's plan
+
+
+def test_uniform_plans_the_memory_bound_rules_out_are_not_built(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from dataclasses import replace
+
+    import waferflow.parallel.uniform as uniform_mod
+
+    from .graphs import chain
+
+    graph = chain(4, 8, 4096, 10**6, 2 * 10**6)  # 128 KiB activations a layer, 8 KiB cores
+    wafer = replace(get_wafer("mesh16x16"), sram_bytes=8 * 1024)
+    fast = uniform_baseline(graph, wafer, max_ranks=8)
+    ruled = [r for r in fast.rows if r.note == "does not fit (memory bound)"]
+    assert ruled and all(r.fits is False for r in ruled)
+    monkeypatch.setattr(uniform_mod, "shortfall", lambda g, st: None)
+    slow = uniform_baseline(graph, wafer, max_ranks=8)
+    assert [(r.plan, r.fits, r.step_seconds) for r in slow.rows] == [
+        (r.plan, r.fits, r.step_seconds) for r in fast.rows
+    ]
+    assert slow.best == fast.best

@@ -318,11 +318,25 @@ def build_state(
     without scheduling again, and verifies the plan it keeps)."""
     with gc_paused():
         state = parallelize(g, wafer, spec)
+        finish_state(g, state, layout=layout, check_memory=check_memory, verify=verify)
+    return state
+
+
+def finish_state(
+    g: Graph,
+    state: ParallelState,
+    *,
+    layout: Layout | None = None,
+    check_memory: bool = True,
+    verify: bool = True,
+) -> None:
+    """``build_state``'s steps after ``parallelize``: collectives, schedule, lowering,
+    memory (the plan search looks at the parallelised state before it pays for them)."""
+    with gc_paused():
         insert(g, state)
         schedule(g, state, layout)
         lower(state, verify=verify)
         memory(state, check=check_memory)
-    return state
 
 
 def make_result(
@@ -369,6 +383,7 @@ __all__ = [
     "build_state",
     "clone_graph",
     "default_layout",
+    "finish_state",
     "insert",
     "lower",
     "make_result",

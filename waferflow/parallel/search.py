@@ -6,7 +6,9 @@ only orders them. An **exact check** then builds the best-ordered candidates
 (``build_parallel_plan``), takes their real memory report and the analytic step time
 (``backend_sim.analytic.estimate`` on the view the plan runs on) and keeps the
 fitting one with the smallest step. The screen never decides alone: a plan is kept
-only when its build fits.
+only when its build fits. Before a build, a lower bound on the plan's memory from its
+shardings (``waferflow.parallel.held``) rules out candidates that cannot fit; they
+count as tried, as their builds did, so the builds and the kept plan are unchanged.
 
 The rough model, per rank of a candidate (F = the step's FLOPs, P = peak FLOP/s of
 one node of the plan's view, i.e. of one rank's span x span block):
@@ -58,13 +60,14 @@ from waferflow.errors import PlanError
 from waferflow.ir.dtypes import DType
 from waferflow.ir.graph import Graph, Phase
 from waferflow.ir.opkind import MATMUL_LIKE, OpKind
+from waferflow.ir.plan import Plan
 from waferflow.ir.target.wafer import Wafer
 from waferflow.parallel.driver import (
     ParallelState,
     batch_size,
     build_parallel_plan,
-    build_state,
     clone_graph,
+    finish_state,
     parallelize,
 )
 from waferflow.parallel.experts import (
@@ -75,11 +78,13 @@ from waferflow.parallel.experts import (
     expert_figures,
     expert_state_share,
 )
-from waferflow.parallel.memory import fmt_bytes
+from waferflow.parallel.held import shortfall
+from waferflow.parallel.memory import MemoryReport, fmt_bytes
 from waferflow.parallel.plan_spec import ParallelPlan
 from waferflow.parallel.span import SpanChoice, choose_span
 from waferflow.parallel.stages import param_of
 from waferflow.parallel.zero import zero_rough, zero_stages
+from waferflow.perf import gc_paused
 from waferflow.progress import phase
 
 if TYPE_CHECKING:
@@ -131,6 +136,9 @@ class SearchRow:
     step_seconds: float | None = None  # analytic estimate, for fitting builds
     note: str = ""
     kept: bool = False
+    # ruled out before building: its values kept for the backward alone exceed a core
+    # (``waferflow.parallel.held``); peak_bytes is then that lower bound
+    ruled_out: bool = False
 
 
 @dataclass(frozen=True)
@@ -141,6 +149,7 @@ class PlanSearch:
     rows: tuple[SearchRow, ...]  # every screened candidate, in screen order
     screened: int
     built: int  # builds attempted (a build that raised has a note and built=False)
+    ruled_out: int = 0  # candidates that did not fit by the lower bound, not built
     # the kept plan as built (its graph and state): placement starts from it
     state: tuple[Graph, ParallelState] | None = field(default=None, repr=False, compare=False)
     # with ``uniform=True``: every uniform plan simulated, and the kept plan's simulated
@@ -165,12 +174,13 @@ class PlanSearch:
     def table(self, *, all_rows: bool = False) -> str:
         """The built candidates (or every screened one) as aligned text; ``*`` marks
         the kept plan."""
-        shown = [r for r in self.rows if all_rows or r.built]
+        shown = [r for r in self.rows if all_rows or r.built or r.ruled_out]
         head = ["", "plan", "ranks", "span", "rough ms", "rough mem", "need", "have", "ms/step",
                 "note"]  # fmt: skip
         lines = [head]
         for r in shown:
             need = "-" if r.peak_bytes is None else fmt_bytes(r.peak_bytes)
+            need = f">= {need}" if r.ruled_out else need
             step = "-" if r.step_seconds is None else f"{r.step_seconds * 1e3:.4g}"
             note = r.note or ("fits" if r.fits else "does not fit" if r.built else "not built")
             lines.append(["*" if r.kept else "", r.plan, str(r.ranks), str(r.span),
@@ -187,6 +197,8 @@ class PlanSearch:
         k = self.kept
         step = "" if k.step_seconds is None else f" (estimated {k.step_seconds * 1e3:.4g} ms/step)"
         text = f"plan auto: kept {self.best}{step} of {self.screened} screened, {self.built} built"
+        if self.ruled_out:
+            text += f", {self.ruled_out} ruled out unbuilt (memory bound)"
         if self.uniform is not None:
             text += f"\n{self.uniform.summary()}"
         ratio = self.vs_uniform
@@ -242,9 +254,8 @@ def hold_against_uniform(
     kept when it is at least as fast as the best uniform plan, else that is kept."""
     if found is None:
         return _keep_uniform(graph, wafer, base, None, None)
-    res = build_parallel_plan(graph, wafer, found.best, check_memory=False)
-    assert res.wafer is not None
-    own = simulate(res.plan, res.wafer).step_time
+    plan, view, _ = _built(graph, wafer, found.best, found.state)
+    own = simulate(plan, view).step_time
     found = replace(found, uniform=base, simulated_seconds=own, searched_seconds=own)
     best = base.best_seconds
     if best is None or own <= best:
@@ -259,21 +270,34 @@ def _keep_uniform(
     """The best uniform plan, kept because it simulates faster than the search's plan
     (which stays in the table, unkept) or because no searched plan fits."""
     assert base.best is not None and base.best_seconds is not None
-    res = build_parallel_plan(graph, wafer, base.best, check_memory=False)
-    assert res.wafer is not None
-    tight = max(res.memory.cores, key=lambda c: (c.overflow, -c.core))
+    plan, view, mem = _built(graph, wafer, base.best, base.state)
+    tight = max(mem.cores, key=lambda c: (c.overflow, -c.core))
     row = replace(
         rough_row(base.best, choose_span(wafer, base.best), model_figures(graph)),
         built=True, fits=True, peak_bytes=tight.peak_bytes, capacity_bytes=tight.capacity_bytes,
-        step_seconds=estimate(res.plan, res.wafer).step_time, note="best uniform plan",
-        kept=True,
+        step_seconds=estimate(plan, view).step_time, note="best uniform plan", kept=True,
     )  # fmt: skip
     rows = () if found is None else tuple(replace(r, kept=False) for r in found.rows)
     return PlanSearch(
         best=base.best, rows=(*rows, row), screened=len(rows) + 1,
         built=(0 if found is None else found.built) + 1, uniform=base,
         simulated_seconds=base.best_seconds, uniform_kept=True, searched_seconds=own,
+        ruled_out=0 if found is None else found.ruled_out, state=base.state,
     )  # fmt: skip
+
+
+def _built(
+    graph: Graph, wafer: Wafer, plan: ParallelPlan, state: tuple[Graph, ParallelState] | None
+) -> tuple[Plan, Wafer, MemoryReport]:
+    """``plan``'s actor plan, view and memory: as the search or the uniform baseline
+    built it (``state``, when it kept it), else built now."""
+    if state is not None:
+        st = state[1]
+        if st.actor_plan is not None and st.memory is not None:
+            return st.actor_plan, st.wafer, st.memory
+    res = build_parallel_plan(graph, wafer, plan, check_memory=False)
+    assert res.wafer is not None
+    return res.plan, res.wafer, res.memory
 
 
 def _search(
@@ -312,23 +336,40 @@ def _search(
 
     best: tuple[float, int, str, int, ParallelPlan] | None = None
     kept: tuple[Graph, ParallelState] | None = None
-    good = builds = 0
-    # at most 3 x top builds: the count shown is that bound (it stops at `top` that fit)
+    good = tries = builds = ruled = 0
+    # at most 3 x top tries: the count shown is that bound (it stops at `top` that fit).
+    # A candidate the memory bound rules out counts as a try, as its build did before the
+    # bound: the candidates built and kept are the same as without it
     with phase("plan search: build", min(len(rows), 3 * top), "plans") as shown:
         for i, row in enumerate(rows):
-            if good >= top or builds >= 3 * top:
+            if good >= top or tries >= 3 * top:
                 break
-            builds += 1
+            tries += 1
             shown.status(f"building {row.plan}; {good} of {top} wanted fit so far")
             if progress is not None:
-                progress(f"plan auto: building {row.plan} ({builds} of at most {3 * top})")
+                progress(f"plan auto: building {row.plan} ({tries} of at most {3 * top})")
             g = clone_graph(graph)
             try:
-                # not verified here: the plan kept is, by placement (the assembler's output
-                # is checked by the tests; verifying each candidate cost 10% of the search)
-                st = build_state(g, wafer, row.plan, check_memory=False, verify=False)
+                with gc_paused():
+                    st = parallelize(g, wafer, row.plan)
+                    short = shortfall(g, st)
+                    if short is None:
+                        builds += 1
+                        # not verified here: the plan kept is, by placement (the assembler's
+                        # output is checked by the tests; verifying each candidate cost 10%
+                        # of the search)
+                        finish_state(g, st, check_memory=False, verify=False)
             except PlanError as e:
                 rows[i] = replace(row, note=_shorten(str(e)))
+                shown.advance(1)
+                continue
+            if short is not None:
+                ruled += 1
+                rows[i] = replace(
+                    row, fits=False, peak_bytes=short.need_bytes, ruled_out=True,
+                    capacity_bytes=short.capacity_bytes,
+                    note=f"does not fit (stage {short.stage}'s values for the backward alone)",
+                )  # fmt: skip
                 shown.advance(1)
                 continue
             assert st.memory is not None and st.actor_plan is not None
@@ -348,7 +389,7 @@ def _search(
         raise PlanError(_refusal(graph, wafer, rows))
     rows[best[3]] = replace(rows[best[3]], kept=True)
     return PlanSearch(best=best[4], rows=tuple(rows), screened=len(rows), built=builds,
-                      state=kept)  # fmt: skip
+                      ruled_out=ruled, state=kept)  # fmt: skip
 
 
 def is_auto(plan: str | None) -> bool:
@@ -524,14 +565,16 @@ def _shorten(text: str) -> str:
 
 def _refusal(graph: Graph, wafer: Wafer, rows: list[SearchRow]) -> str:
     built = sorted(
-        (r for r in rows if r.built), key=lambda r: (r.peak_bytes or 0) - r.capacity_bytes
+        (r for r in rows if r.built or r.ruled_out),
+        key=lambda r: (r.peak_bytes or 0) - r.capacity_bytes,
     )
     if built:
-        closest = [f"{r.plan} needs {fmt_bytes(r.peak_bytes or 0)} per core, has "
+        closest = [f"{r.plan} needs {'at least ' if r.ruled_out else ''}"
+                   f"{fmt_bytes(r.peak_bytes or 0)} per core, has "
                    f"{fmt_bytes(r.capacity_bytes)} (short by "
                    f"{fmt_bytes((r.peak_bytes or 0) - r.capacity_bytes)})"
                    for r in built[:3]]  # fmt: skip
-        what = f"none of the {len(built)} plans built fits in SRAM; the closest: "
+        what = f"none of the {len(built)} plans tried fits in SRAM; the closest: "
     else:
         near = sorted(rows, key=lambda r: (r.rough_bytes - r.capacity_bytes, r.plan))[:3]
         closest = [f"{r.plan} needs ~{fmt_bytes(r.rough_bytes)} per core, has "

@@ -8,20 +8,30 @@ take: dp over the divisors of the batch, micro-batches over the divisors of each
 replica's batch, tp and pp over the degrees the plan search uses
 (``search.TP_CHOICES`` / ``PP_CHOICES``) that the model takes. ``uniform_baseline``
 builds each, and simulates (the event simulation, not the estimate) each one that
-fits: the fastest is the best uniform plan. Deterministic.
+fits: the fastest is the best uniform plan, and its build is kept (``--plan auto``
+places it as built when it is kept). A plan that the memory bound of
+``waferflow.parallel.held`` already rules out is not built. Deterministic.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from waferflow.backend_sim import simulate
 from waferflow.errors import PlanError
 from waferflow.ir.graph import Graph
 from waferflow.ir.target.wafer import Wafer
-from waferflow.parallel.driver import batch_size, build_parallel_plan
+from waferflow.parallel.driver import (
+    ParallelState,
+    batch_size,
+    clone_graph,
+    finish_state,
+    parallelize,
+)
+from waferflow.parallel.held import shortfall
 from waferflow.parallel.plan_spec import CollectiveAlgo, ParallelPlan
+from waferflow.perf import gc_paused
 
 NOTE_CHARS = 90
 
@@ -42,6 +52,8 @@ class UniformBaseline:
 
     rows: tuple[UniformRow, ...]
     best: ParallelPlan | None  # span resolved; None when no uniform plan fits
+    # the best plan as built (its graph and state), for placement when it is kept
+    state: tuple[Graph, ParallelState] | None = field(default=None, repr=False, compare=False)
 
     @property
     def best_row(self) -> UniformRow | None:
@@ -92,24 +104,33 @@ def uniform_baseline(
     plans = uniform_plans(graph, wafer, max_ranks)
     rows: list[UniformRow] = []
     best: tuple[float, int, ParallelPlan] | None = None
+    kept: tuple[Graph, ParallelState] | None = None
     for i, plan in enumerate(plans):
         if progress is not None:
             progress(f"uniform plans: {plan} ({i + 1} of {len(plans)})")
+        g = clone_graph(graph)
         try:
-            res = build_parallel_plan(graph, wafer, plan, check_memory=False)
+            with gc_paused():
+                st = parallelize(g, wafer, plan)
+                short = shortfall(g, st)
+                if short is None:
+                    finish_state(g, st, check_memory=False)
         except PlanError as e:
             first = str(e).splitlines()[0] if str(e) else ""
             rows.append(UniformRow(str(plan), note=first[:NOTE_CHARS]))
             continue
-        if not res.memory.fits:
-            rows.append(UniformRow(str(res.spec), fits=False, note="does not fit"))
+        if short is not None:
+            rows.append(UniformRow(str(st.plan), fits=False, note="does not fit (memory bound)"))
             continue
-        assert res.wafer is not None
-        step = simulate(res.plan, res.wafer).step_time
-        rows.append(UniformRow(str(res.spec), fits=True, step_seconds=step))
+        assert st.memory is not None and st.actor_plan is not None
+        if not st.memory.fits:
+            rows.append(UniformRow(str(st.plan), fits=False, note="does not fit"))
+            continue
+        step = simulate(st.actor_plan, st.wafer).step_time
+        rows.append(UniformRow(str(st.plan), fits=True, step_seconds=step))
         if best is None or step < best[0]:  # ties: the first in grid order
-            best = (step, i, res.spec)
-    return UniformBaseline(tuple(rows), None if best is None else best[2])
+            best, kept = (step, i, st.plan), (g, st)
+    return UniformBaseline(tuple(rows), None if best is None else best[2], kept)
 
 
 __all__ = ["UniformBaseline", "UniformRow", "uniform_baseline", "uniform_plans"]

@@ -36,12 +36,13 @@ class PlaceOptions:
     """Options of a placement.
 
     ``time_limit`` is CP-SAT deterministic seconds for the whole placement: the
-    floorplans take at most half, the rank refinement what they leave (its LNS at most
-    ``mapper.lns.lns_budget`` of it, and it stops once rounds stop improving).
-    ``num_workers = 1`` (default: CP-SAT's search workers) is reproducible: the same
-    inputs and seed give byte-identical plans. ``jobs`` processes build and time the
-    candidates at the same time (``None``: the usable CPUs for a plan of at least
-    ``PARALLEL_ACTORS`` actors, else 1); any number gives the same result. ``weights`` overrides the floorplan
+    floorplans take at most half, the rank refinement what they leave (its direct model
+    and its LNS at most ``mapper.lns.lns_budget`` each, and the LNS stops once rounds
+    stop improving). ``num_workers = 1`` (default: CP-SAT's search workers) is
+    reproducible: the same inputs and seed give byte-identical plans. ``jobs`` processes
+    build and time the candidates at the same time (``None``: the usable CPUs for a plan
+    of at least ``PARALLEL_ACTORS`` actors, else 1); any number gives the same result.
+    ``weights`` overrides the floorplan
     objective (default: link time, no balance term); ``dead_cores`` the floorplan's
     dead-core policy (default: obstacles with up to ``FEW_DEAD`` dead nodes, else idle).
     ``evaluate`` times candidates by the event simulation, the analytic estimate, or
