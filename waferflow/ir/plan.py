@@ -316,38 +316,46 @@ _ACTOR_FIELDS = tuple(f.name for f in fields(Actor))
 _MESSAGE_FIELDS = tuple(f.name for f in fields(Message))
 
 
-def _actor_doc(a: Actor) -> dict[str, Any]:
-    return {
-        "id": a.id,
-        "name": a.name,
-        "core": a.core,
-        "flops": a.flops,
-        "bytes_read": a.bytes_read,
-        "bytes_written": a.bytes_written,
-        "dtype": a.dtype.value,
-        "phase": a.phase.value,
-        "op_kind": a.op_kind.value,
-        "module": a.module,
-        "mem_bytes": a.mem_bytes,
-        "out_bytes": a.out_bytes,
-        "stage": a.stage,
-        "microbatch": a.microbatch,
-        "layer": a.layer,
-        **({"work": [work_doc(w) for w in a.work]} if a.work else {}),
-    }
+# Rows are formatted directly (the bytes ``_ENCODER`` would give their dicts, without
+# building a dict per actor and message: 10^5 rows); each distinct ``OpWork`` (most
+# repeat from rank to rank) is encoded once per plan.
+_text = json.encoder.encode_basestring  # what a JSONEncoder(ensure_ascii=False) writes
+# the enums' values as JSON text, looked up by ``_value_`` (a plain attribute: no
+# property call and no Python-level ``Enum.__hash__`` per row)
+_ENUM_TEXT = {e.value: _text(e.value) for enum in (DType, Phase, OpKind) for e in enum}
 
 
-def _message_doc(m: Message) -> dict[str, Any]:
-    return {
-        "id": m.id,
-        "src_actor": m.src_actor,
-        "dst_actor": m.dst_actor,
-        "bytes": m.bytes,
-        "route": None if m.route is None else list(m.route),
-        **({} if m.holds else {"holds": False}),
-        **({"bcast": m.bcast} if m.bcast != -1 else {}),
-        **({"last_use": m.last_use} if m.last_use != -1 else {}),
-    }
+def _actor_row(a: Actor, work: Mapping[OpWork, str]) -> str:
+    tail = ', "work": [' + ", ".join([work[w] for w in a.work]) + "]}" if a.work else "}"
+    return (
+        f'{{"id": {a.id}, "name": {_text(a.name)}, "core": {a.core}, "flops": {a.flops}, '
+        f'"bytes_read": {a.bytes_read}, "bytes_written": {a.bytes_written}, '
+        f'"dtype": {_ENUM_TEXT[a.dtype._value_]}, "phase": {_ENUM_TEXT[a.phase._value_]}, '
+        f'"op_kind": {_ENUM_TEXT[a.op_kind._value_]}, "module": {_text(a.module)}, '
+        f'"mem_bytes": {a.mem_bytes}, "out_bytes": {a.out_bytes}, "stage": {a.stage}, '
+        f'"microbatch": {a.microbatch}, "layer": {_text(a.layer)}{tail}'
+    )
+
+
+def _message_row(m: Message) -> str:
+    route = "null" if m.route is None else "[" + ", ".join(map(str, m.route)) + "]"
+    extra = "" if m.holds else ', "holds": false'
+    if m.bcast != -1:
+        extra += f', "bcast": {m.bcast}'
+    if m.last_use != -1:
+        extra += f', "last_use": {m.last_use}'
+    return (
+        f'{{"id": {m.id}, "src_actor": {m.src_actor}, "dst_actor": {m.dst_actor}, '
+        f'"bytes": {m.bytes}, "route": {route}{extra}}}'
+    )
+
+
+class _WorkText(dict[OpWork, str]):
+    """An ``OpWork``'s JSON text, encoded on first use."""
+
+    def __missing__(self, w: OpWork) -> str:
+        text = self[w] = _dump(work_doc(w))
+        return text
 
 
 # one encoder for every row (json.dumps with options would build one per call)
@@ -376,13 +384,12 @@ def plan_to_json(plan: Plan) -> str:
         if not rows:
             lines.append(f"  {_dump(key)}: []" + ("" if last else ","))
             return
-        lines.append(f"  {_dump(key)}: [")
-        for j, r in enumerate(rows):
-            lines.append("    " + r + ("," if j < len(rows) - 1 else ""))
-        lines.append("  ]" + ("" if last else ","))
+        body = ",\n    ".join(rows)
+        lines.append(f"  {_dump(key)}: [\n    {body}\n  ]" + ("" if last else ","))
 
-    block("actors", [_dump(_actor_doc(a)) for a in plan.actors])
-    block("messages", [_dump(_message_doc(m)) for m in plan.messages])
+    work = _WorkText()
+    block("actors", [_actor_row(a, work) for a in plan.actors])
+    block("messages", [_message_row(m) for m in plan.messages])
     if plan.host:
         block("host", [_dump(host_doc(h)) for h in plan.host])
     block("order", [_dump({"core": c, "actors": list(ids)}) for c, ids in plan.order], True)
