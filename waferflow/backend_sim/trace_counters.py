@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from waferflow.backend_sim.analysis import memory_events
+from waferflow.backend_sim.results import OccupancyArrays
 
 if TYPE_CHECKING:
     from waferflow.backend_sim.results import SimResult
@@ -54,18 +55,10 @@ def spread(s: np.ndarray, e: np.ndarray, amount: np.ndarray, edges: np.ndarray) 
 
 def _link_spans(result: SimResult) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(link, start, end, busy share) of every message on every hop."""
-    links: list[int] = []
-    s: list[int] = []
-    e: list[int] = []
-    weight: list[int] = []
-    for m, (hops, starts, ends) in enumerate(result.link_occupancy):
-        nbytes = result.plan.messages[m].bytes
-        links.extend(hops)
-        s.extend(starts)
-        e.extend(ends)
-        weight.extend([nbytes] * len(hops))
-    link = np.asarray(links, dtype=np.int64)
-    w = np.asarray(weight, dtype=np.float64)
+    occ = OccupancyArrays.of(result.link_occupancy)
+    link = occ.link
+    nbytes = np.fromiter((m.bytes for m in result.plan.messages), np.float64)
+    w = np.repeat(nbytes[: len(occ.ptr) - 1], np.diff(occ.ptr))
     busy = np.asarray(result.link_busy_ps, dtype=np.float64)
     total = np.bincount(link, weights=w, minlength=len(busy)) if len(link) else busy * 0
     count = np.bincount(link, minlength=len(busy)) if len(link) else busy * 0
@@ -73,7 +66,7 @@ def _link_spans(result: SimResult) -> tuple[np.ndarray, np.ndarray, np.ndarray, 
     bytes_share = np.divide(w, total[link], out=np.zeros_like(w), where=total[link] > 0)
     even = 1.0 / np.maximum(count[link], 1)
     share = np.where(total[link] > 0, bytes_share, even) * busy[link]
-    return link, np.asarray(s, dtype=np.float64), np.asarray(e, dtype=np.float64), share
+    return link, occ.start.astype(np.float64), occ.end.astype(np.float64), share
 
 
 def link_loads(
@@ -110,12 +103,14 @@ def memory_peaks(result: SimResult, edges: np.ndarray) -> dict[int, np.ndarray]:
     bins = len(edges) - 1
     out: dict[int, np.ndarray] = {}
     for core in sorted(resident):
-        events = sorted(deltas.get(core, ()))  # frees before allocations at equal times
-        if not events:
+        events = np.asarray(deltas.get(core, ()), dtype=np.int64).reshape(-1, 2)
+        if not len(events):
             out[core] = np.full(bins, float(resident[core]))
             continue
-        t = np.fromiter((x for x, _ in events), dtype=np.float64, count=len(events))
-        live = np.cumsum(np.fromiter((d for _, d in events), dtype=np.float64, count=len(events)))
+        # in time order, frees before allocations at equal times (sorted (t, d) pairs)
+        events = events[np.lexsort((events[:, 1], events[:, 0]))]
+        t = events[:, 0].astype(np.float64)
+        live = np.cumsum(events[:, 1].astype(np.float64))
         first = np.searchsorted(t, edges[:-1], side="left")
         peak = np.where(first > 0, live[np.maximum(first - 1, 0)], 0.0)
         where = np.clip(np.searchsorted(edges, t, side="right") - 1, 0, bins - 1)
