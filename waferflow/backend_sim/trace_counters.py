@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from waferflow.backend_sim.analysis import memory_events
+from waferflow.backend_sim.analysis import memory_event_arrays, memory_events, times_fit_int64
 from waferflow.backend_sim.results import OccupancyArrays
 
 if TYPE_CHECKING:
@@ -89,28 +89,44 @@ def link_loads(
 def memory_peaks(result: SimResult, edges: np.ndarray) -> dict[int, np.ndarray]:
     """Per core that runs actors: the most bytes live in each bin (as the wafer's memory
     model allocated them, when it has one)."""
-    if result.memory_log:
-        resident = {c: 0 for c, _ in result.memory_log}
-        deltas = {c: list(ev) for c, ev in result.memory_log}
+    times = (result.actor_end_ps, result.msg_arrive_ps)
+    if not result.memory_log and times_fit_int64(*times):
+        resident, ev_core, ev_t, ev_d = memory_event_arrays(
+            result.plan, result.actor_start_ps, result.actor_end_ps,
+            result.msg_data_start_ps, result.msg_arrive_ps,
+        )  # fmt: skip
+        cuts = [*np.searchsorted(ev_core, sorted(resident), side="left").tolist(), len(ev_core)]
+        events = {
+            c: (ev_t[a:b], ev_d[a:b])
+            for c, a, b in zip(sorted(resident), cuts[:-1], cuts[1:], strict=True)
+        }
     else:
-        resident, deltas = memory_events(
-            result.plan,
-            result.actor_start_ps,
-            result.actor_end_ps,
-            result.msg_data_start_ps,
-            result.msg_arrive_ps,
-        )
+        if result.memory_log:
+            resident = {c: 0 for c, _ in result.memory_log}
+            deltas = {c: list(ev) for c, ev in result.memory_log}
+        else:
+            resident, deltas = memory_events(
+                result.plan,
+                result.actor_start_ps,
+                result.actor_end_ps,
+                result.msg_data_start_ps,
+                result.msg_arrive_ps,
+            )
+        events = {}
+        for core in resident:
+            pairs = np.asarray(deltas.get(core, ()), dtype=np.int64).reshape(-1, 2)
+            # in time order, frees before allocations at equal times
+            pairs = pairs[np.lexsort((pairs[:, 1], pairs[:, 0]))]
+            events[core] = (pairs[:, 0], pairs[:, 1])
     bins = len(edges) - 1
     out: dict[int, np.ndarray] = {}
     for core in sorted(resident):
-        events = np.asarray(deltas.get(core, ()), dtype=np.int64).reshape(-1, 2)
-        if not len(events):
+        ts, ds = events[core]
+        if not len(ts):
             out[core] = np.full(bins, float(resident[core]))
             continue
-        # in time order, frees before allocations at equal times (sorted (t, d) pairs)
-        events = events[np.lexsort((events[:, 1], events[:, 0]))]
-        t = events[:, 0].astype(np.float64)
-        live = np.cumsum(events[:, 1].astype(np.float64))
+        t = ts.astype(np.float64)
+        live = np.cumsum(ds.astype(np.float64))
         first = np.searchsorted(t, edges[:-1], side="left")
         peak = np.where(first > 0, live[np.maximum(first - 1, 0)], 0.0)
         where = np.clip(np.searchsorted(edges, t, side="right") - 1, 0, bins - 1)
