@@ -87,7 +87,9 @@ def run_case(case: Case, workdir: Path) -> dict:
     """Compile (and for the demo write every output) in this process; the figures."""
     import waferflow as wf
     from waferflow.backend_sim import simulate
-    from waferflow.fileio import write_text
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+    from demo import output_writers
 
     wafer = case.wafer
     if wafer.endswith(".toml"):
@@ -113,16 +115,7 @@ def run_case(case: Case, workdir: Path) -> dict:
     if case.outputs:
         t0, c0 = time.perf_counter(), _cpu()
         out = workdir / "out"
-        assert compiled.graph is not None
-        writers = {
-            "plan": lambda: compiled.save(out / "plan.json"),
-            "trace": lambda: report.to_chrome_trace(out / "trace.json"),
-            "placement": lambda: compiled.plot_placement(out / "placement.png"),
-            "links": lambda: report.plot_links(out / "links.png"),
-            "timeline": lambda: report.plot_timeline(out / "timeline.png"),
-            "memory": lambda: report.plot_memory(out / "memory.png"),
-            "ir": lambda: write_text(out / "graph.wf", wf.ir.print_graph(compiled.graph)),
-        }
+        writers = output_writers(compiled, report, out)  # exactly what make demo writes
         files = {}
         each = []
         for kind, write in writers.items():
