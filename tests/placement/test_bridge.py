@@ -184,3 +184,38 @@ def test_blocks_with_an_even_number_of_cells_have_a_one_hop_ring_order(a: int, b
 def test_odd_blocks_have_no_cycle_order() -> None:
     assert len(bridge.block_orders(3, 3)) == 2  # row-major and snake
     assert len(bridge.block_orders(1, 5)) == 1
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    name=st.sampled_from(["mesh4x4", "torus8x8", "fred", "amcoda", "dead"]),
+    data=st.data(),
+)
+def test_traffic_from_the_run_equals_plan_traffic(name: str, data: st.DataObject) -> None:
+    """Placement prices a candidate's traffic from the links its simulation routed over
+    (``run_traffic``): the same figures as routing every message again."""
+    from waferflow.backend_sim import run_plan
+    from waferflow.passes.place_result import run_traffic
+
+    if name == "dead":
+        w = dataclasses.replace(get_wafer("mesh4x4"), dead_cores=frozenset({(1, 1), (2, 2)}))
+    else:
+        w = get_wafer(name)
+    alive = [c for c in range(w.num_cores) if divmod(c, w.cols) not in w.dead_cores]
+    n = data.draw(st.integers(2, 8))
+    cores = data.draw(st.lists(st.sampled_from(alive), min_size=n, max_size=n))
+    stages = data.draw(st.lists(st.integers(0, 2), min_size=n, max_size=n))
+    pairs = data.draw(
+        st.lists(
+            st.tuples(st.integers(0, n - 1), st.integers(0, n - 1), st.integers(0, 1 << 20))
+            .filter(lambda t: t[0] < t[1]),
+            max_size=10,
+        )
+    )
+    actors = [
+        Actor(i, f"a{i}", c, flops=1000, stage=s)
+        for i, (c, s) in enumerate(zip(cores, stages, strict=True))
+    ]
+    msgs = [Message(k, a, b, nb) for k, (a, b, nb) in enumerate(pairs)]
+    plan = Plan.build("t", w.name, actors, msgs)
+    assert run_traffic(run_plan(plan, w)) == bridge.plan_traffic(plan, w)

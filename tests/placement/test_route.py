@@ -40,6 +40,26 @@ def test_xy_and_yx_routes_are_dimension_order() -> None:
     verify_plan(xy, w)
 
 
+@pytest.mark.parametrize("order", ["xy", "balance"])
+def test_routing_keeps_everything_but_the_route(order: str) -> None:
+    """A routed plan is the same program: broadcast groups, last readers and the
+    host's transfers carry over (they were dropped once, which changed what a saved
+    plan simulated to)."""
+    from waferflow.ir.plan import HostTransfer
+
+    w = get_wafer("mesh4x4")
+    actors = [Actor(i, f"a{i}", c, flops=1000) for i, c in enumerate([0, 5, 10, 10])]
+    msgs = [Message(0, 0, 1, 64, bcast=0), Message(1, 0, 2, 64, bcast=0, last_use=3),
+            Message(2, 1, 3, 8, holds=False)]  # fmt: skip
+    host = (HostTransfer(0, 128, "x"),)
+    plan = dataclasses.replace(Plan.build("t", w.name, actors, msgs), host=host)
+    routed, _ = route_plan(plan, w, order=order)
+    assert all(m.route is not None for m in routed.messages)
+    unrouted = tuple(dataclasses.replace(m, route=None) for m in routed.messages)
+    assert unrouted == plan.messages
+    assert routed.host == host and routed.actors == plan.actors and routed.order == plan.order
+
+
 def test_local_message_gets_a_one_core_route_and_no_link() -> None:
     w = get_wafer("mesh4x4")
     plan = _plan([5, 5], [(0, 1, 100)], w.name)

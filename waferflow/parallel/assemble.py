@@ -192,6 +192,8 @@ class _Assembler(Transfers, ShiftAndSwitch):
         self._value_static: dict[int, tuple] = {}
         self._users_of: dict[int, tuple[bool, tuple[int, ...]]] = {}
         self._division: dict[tuple, tuple[int, int]] = {}
+        # a step's passes, one tuple per distinct step (so the simulator times each once)
+        self._step_work: dict[tuple, tuple[OpWork, ...]] = {}
 
     def run(self) -> Assembled | None:
         memo = self.memo
@@ -481,7 +483,11 @@ class _Assembler(Transfers, ShiftAndSwitch):
             if got_pieces:  # copy what arrived, or add it into this rank's own buffer
                 own = max(got_pieces)
                 reads = (*got_pieces, own) if reduced else tuple(got_pieces)
-                a.work.append(OpWork(op.kind, a.flops, reads, (own,) if reduced else (got,)))
+                wkey = (op.kind, a.flops, reads, (own,) if reduced else (got,))
+                work = self._step_work.get(wkey)
+                if work is None:
+                    work = self._step_work[wkey] = (OpWork(*wkey),)
+                a.work = work  # type: ignore[assignment]  # shared, never extended
             self.acts.append(a)
             meta = ActorMeta(block)
             meta.uses.extend(k for _, k in deps[member])

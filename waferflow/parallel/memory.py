@@ -206,66 +206,60 @@ def _core(
     recompute: bool,
 ) -> CoreMemory:
     resident: dict[str, tuple[int, str]] = {}
-    size: dict[tuple, int] = {}
-    cat: dict[tuple, str] = {}
-    alloc: dict[tuple, int] = {}
-    made_in_f: set[tuple] = set()
-    # per buffer, the positions of its uses: the last one; and (for recompute) the last
-    # outside a backward block and the first and last inside one
-    last: dict[tuple, int] = {}
-    fwd_last: dict[tuple, int] = {}
-    bwd_first: dict[tuple, int] = {}
-    bwd_last: dict[tuple, int] = {}
-
-    def use(key: tuple, pos: int, backward: bool) -> None:
-        last[key] = pos
-        if backward:
-            bwd_last[key] = pos
-            if key not in bwd_first:
-                bwd_first[key] = pos
-        else:
-            fwd_last[key] = pos
-
+    # per buffer, in order of allocation: [first position, bytes, category, last use,
+    # last use outside a backward block, first and last use inside one (-1: none),
+    # made in a forward block] (one record, so that a use costs one lookup)
+    bufs: dict[tuple, list] = {}
     for pos, aid in enumerate(ids):
         m = meta[aid]
         backward = m.block.startswith("B")
+        forward = m.block.startswith("F")
         for name, nbytes, c in m.resident:
             old = resident.get(name)
             if old is None or old[0] < nbytes:
                 resident[name] = (nbytes, c)
-        forward = m.block.startswith("F")
         for key, nbytes, c in m.produces:
-            if key not in alloc:
-                alloc[key] = pos
-                cat[key] = c
-                if forward:
-                    made_in_f.add(key)
-            if size.get(key, 0) < nbytes:
-                size[key] = nbytes
+            b = bufs.get(key)
+            if b is None:
+                b = bufs[key] = [pos, nbytes, c, pos, -1, -1, -1, forward]
+            elif b[1] < nbytes:
+                b[1] = nbytes
+            b[3] = pos
+            if backward:
+                b[6] = pos
+                if b[5] < 0:
+                    b[5] = pos
             else:
-                size.setdefault(key, nbytes)
-            use(key, pos, backward)
+                b[4] = pos
+        if not m.uses:
+            continue
+        received = m.received
         for key in m.uses:
-            if key not in alloc:
-                nbytes = m.received.get(key)
+            b = bufs.get(key)
+            if b is None:
+                nbytes = received.get(key)
                 if nbytes is None:
                     continue  # produced elsewhere and not held here
-                alloc[key] = pos
-                size[key] = nbytes
-                cat[key] = "activations"
-            use(key, pos, backward)
+                b = bufs[key] = [pos, nbytes, "activations", pos, -1, -1, -1, False]
+            b[3] = pos
+            if backward:
+                b[6] = pos
+                if b[5] < 0:
+                    b[5] = pos
+            else:
+                b[4] = pos
     events: list[tuple[int, int, str]] = []  # (position, +/- bytes, category)
-    for key, start in alloc.items():
-        nbytes, c = size[key], cat[key]
-        if recompute and key in made_in_f and key in bwd_first:
-            spans = [(start, fwd_last.get(key, start)), (bwd_first[key], bwd_last[key])]
+    for start, nbytes, c, last, fwd_last, bwd_first, bwd_last, made_in_f in bufs.values():
+        if recompute and made_in_f and bwd_first >= 0:
+            events.append((start, nbytes, c))
+            events.append(((fwd_last if fwd_last >= 0 else start) + 1, -nbytes, c))
+            events.append((bwd_first, nbytes, c))
+            events.append((bwd_last + 1, -nbytes, c))
         else:
-            spans = [(start, last.get(key, start))]
-        for a, b in spans:
-            events.append((a, nbytes, c))
-            events.append((b + 1, -nbytes, c))
+            events.append((start, nbytes, c))
+            events.append((last + 1, -nbytes, c))
     update = next((pos for pos, aid in enumerate(ids) if plan.actors[aid].phase is Phase.OPT), None)
-    events.sort(key=lambda e: (e[0], e[1]))
+    events.sort()  # ties at one position sum alike in any order
     live = 0
     by_cat = dict.fromkeys(CATEGORIES, 0)
     best = 0

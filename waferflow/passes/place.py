@@ -98,6 +98,7 @@ from waferflow.passes.place_result import (
     PlaceOptions,
     format_result,
     keeps_routes,
+    run_traffic,
     step_time,
 )
 from waferflow.passes.registry import register_pass
@@ -246,8 +247,11 @@ class _Parallel:
         cols = self.wafer.cols
         flat = bridge.flat_cores(layout.cores)
         rank_cost = bridge.layout_cost(self.flows, flat, cols, self.hops)
-        traffic = bridge.plan_traffic(built.plan, self.wafer)
         step, how, built.run = step_time(built.plan, self.wafer, self.opts.evaluate)
+        if built.run is not None:
+            traffic = run_traffic(built.run)
+        else:
+            traffic = bridge.plan_traffic(built.plan, self.wafer)
         fits = built.memory.fits
         weak = sum(1 for c in flat if not self.usable[c // cols, c % cols])
         if weak:

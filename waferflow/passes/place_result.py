@@ -14,6 +14,7 @@ from waferflow.errors import PlanError
 from waferflow.ir.plan import Plan
 from waferflow.ir.summary import human_time
 from waferflow.ir.target.wafer import Wafer
+from waferflow.mapper.bridge import Traffic
 from waferflow.mapper.placement import DeadCores, ObjectiveWeights, SolveOptions, SolveReport
 from waferflow.parallel.driver import ParallelResult
 from waferflow.parallel.layout import Layout
@@ -169,6 +170,24 @@ def step_time(plan: Plan, wafer: Wafer, how: str) -> tuple[float, str, Run | Non
         run = run_plan(plan, wafer, cfg)
         return run.step_time, "simulated", run
     return estimate_step(plan, wafer, cfg), "estimated", None
+
+
+def run_traffic(run: Run) -> Traffic:
+    """``bridge.plan_traffic`` of the plan ``run`` simulated, from the links the
+    simulation routed each message over (the same routes, already computed)."""
+    p, plan = run.prepared, run.plan
+    actors = plan.actors
+    total = inter = 0.0
+    nbytes = inter_bytes = 0
+    for m, links in zip(plan.messages, p.msg_links, strict=False):  # the host's come after
+        b = m.bytes
+        h = len(links)
+        nbytes += b
+        total += b * h
+        if actors[m.src_actor].stage != actors[m.dst_actor].stage:
+            inter_bytes += b
+            inter += b * h
+    return Traffic(nbytes, total, inter_bytes, inter)
 
 
 def keeps_routes(route: str) -> bool:

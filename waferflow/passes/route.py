@@ -24,7 +24,7 @@ or ``lower-collectives``) and stores ``(Plan, LinkLoadReport)`` under ``route``.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 from waferflow.errors import PassError, PlanError
@@ -238,21 +238,13 @@ def route_plan(plan: Plan, wafer: Wafer, *, order: str = "xy") -> tuple[Plan, Li
             alt_rep = _report(plan, wafer, alt, order, len(alt) if k == 0 else 0)
             if alt_rep.max_busy_s < rep.max_busy_s:
                 routes, rep = alt, _with_note(alt_rep, f"balanced greedy lost to pure {pure}")
+    # every field but the route carries over (broadcast groups, last readers)
     messages = tuple(
-        Message(m.id, m.src_actor, m.dst_actor, m.bytes, path, m.holds)
+        Message(m.id, m.src_actor, m.dst_actor, m.bytes, path, m.holds, m.bcast, m.last_use)
         for m, path in zip(plan.messages, routes, strict=True)
     )
     note = f"routes: {order}, busiest link {rep.max_busy_s * 1e6:.3f} us"
-    routed = Plan(
-        plan.name,
-        plan.wafer_name,
-        plan.actors,
-        messages,
-        plan.order,
-        (*plan.notes, note),
-        plan.source,
-    )
-    return routed, rep
+    return replace(plan, messages=messages, notes=(*plan.notes, note)), rep
 
 
 def _with_note(rep: LinkLoadReport, note: str) -> LinkLoadReport:
