@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, TextIO
 
-__all__ = ["Mode", "Phase", "phase", "reporting"]
+__all__ = ["Mode", "Phase", "detach", "phase", "reporting"]
 
 
 class Mode(Enum):
@@ -58,7 +58,7 @@ class Phase:
 
     def advance(self, n: float = 1.0, status: str | None = None) -> None:
         """``n`` more units done (and, when given, the new status)."""
-        if self._reporter is None:
+        if self._reporter is None or _detached:
             return
         with self._reporter.lock:
             self.done += n
@@ -72,7 +72,7 @@ class Phase:
 
     def status(self, text: str) -> None:
         """What the phase is doing now (shown with its count)."""
-        if self._reporter is None:
+        if self._reporter is None or _detached:
             return
         with self._reporter.lock:
             self.text = text
@@ -191,6 +191,16 @@ class _Reporter:
 
 
 _current: _Reporter | None = None
+_detached = False  # a forked worker: shows nothing (waferflow.workers)
+
+
+def detach() -> None:
+    """Show nothing from here on, not even through phases opened before (a forked
+    worker process: the reporter, its lock and its heartbeat thread are the
+    parent's, and a lock held at the fork would never be released here)."""
+    global _current, _detached
+    _current = None
+    _detached = True
 
 
 @contextmanager
@@ -244,7 +254,7 @@ def phase(name: str, total: float | None = None, unit: str = "") -> Iterator[Pha
     its methods do nothing."""
     p = Phase(name, total, unit)
     reporter = _current
-    if reporter is None:
+    if reporter is None or _detached:
         yield p
         return
     reporter.open(p)

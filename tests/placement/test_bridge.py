@@ -207,8 +207,9 @@ def test_traffic_from_the_run_equals_plan_traffic(name: str, data: st.DataObject
     stages = data.draw(st.lists(st.integers(0, 2), min_size=n, max_size=n))
     pairs = data.draw(
         st.lists(
-            st.tuples(st.integers(0, n - 1), st.integers(0, n - 1), st.integers(0, 1 << 20))
-            .filter(lambda t: t[0] < t[1]),
+            st.tuples(st.integers(0, n - 1), st.integers(0, n - 1), st.integers(0, 1 << 20)).filter(
+                lambda t: t[0] < t[1]
+            ),
             max_size=10,
         )
     )

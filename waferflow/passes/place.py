@@ -46,6 +46,7 @@ the ranks' parallel links) plus the die-to-die surcharge.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -104,6 +105,7 @@ from waferflow.passes.place_result import (
 from waferflow.passes.registry import register_pass
 from waferflow.perf import gc_paused
 from waferflow.progress import Phase, phase
+from waferflow.workers import fork_map
 
 _FLOORPLAN_SHARE = 0.5  # at most, of the time limit; the rank refinement gets the rest
 
@@ -152,6 +154,34 @@ class _Built:
     records: list[Any]
     memory: MemoryReport
     run: Run | None = None  # its simulation, when it was simulated
+    key: tuple[int, float, float, int] = (1, math.inf, math.inf, 0)  # _Figures.key
+
+
+@dataclass
+class _Pending:
+    """A candidate offered and not yet built: its layout and what is known already."""
+
+    idx: int
+    method: str
+    layout: Layout
+    note: str
+    floorplan: float | None
+    rank_cost: float = math.inf
+
+
+@dataclass(frozen=True)
+class _Figures:
+    """What building and timing a candidate tells (small: a worker sends it back)."""
+
+    step: float
+    how: str
+    fits: bool
+    byte_hops: float
+    inter_stage_byte_hops: float
+
+    def key(self, idx: int) -> tuple[int, float, float, int]:
+        """The order of preference: fits, then faster, then less traffic, then earlier."""
+        return (0 if self.fits else 1, self.step, self.byte_hops, idx)
 
 
 class _Parallel:
@@ -172,8 +202,13 @@ class _Parallel:
         # floorplans are posed on the usable part: a ragged edge of weak nodes is cut off
         self.box = bridge.usable_box(self.usable)
         self.fp_grid = bridge.crop_grid(self.grid, self.box)
-        self.candidates: list[Candidate] = []
-        self.best: tuple[tuple[int, float, float, int], _Built, str] | None = None
+        self.candidates: list[Candidate | None] = []  # None until settled
+        self.methods: list[str] = []  # each candidate's method, known at once
+        self.pending: list[_Pending] = []  # offered, not yet built and timed
+        # (index, index of the same layout, note): a candidate that repeats another
+        self.aliases: list[tuple[int, int, str]] = []
+        self.jobs = 1  # processes that build and time candidates (PlaceOptions.workers_for)
+        self.best: tuple[tuple[int, float, float, int], _Built | None, str] | None = None
         self.flows: bridge.RankFlows | None = None
         self.problem: FloorplanProblem | None = None  # stage level: scores every candidate
         self.reports: list[tuple[str, SolveReport]] = []
@@ -205,6 +240,7 @@ class _Parallel:
         best = ""
         if self.best is not None:
             kept = self.candidates[self.best[0][3]]
+            assert kept is not None
             best = f"; best so far {kept.method}, {kept.step_time * 1e3:.4g} ms/step"
         self.shown.status(f"{what}{budget}{best}")
 
@@ -233,42 +269,118 @@ class _Parallel:
         return _Built(layout, s.program, plan, s.meta, list(s.records), mem)
 
     def offer(self, method: str, layout: Layout, note: str = "") -> None:
+        """A candidate: scored by rank byte-hops now, built and timed by ``settle``
+        (the first one at once: its plan gives the rank flows every other is scored
+        by). A layout offered before is the same candidate under another name."""
+        idx = len(self.candidates)
+        self.candidates.append(None)
+        self.methods.append(method)
         same = self.seen.get(layout.cores)
         if same is not None:  # lowering and timing it again would give the same figures
-            first = self.candidates[same]
-            again = "; ".join(x for x in (note, f"= {first.method} (same layout)") if x)
-            self.candidates.append(replace(first, method=method, note=again))
+            again = "; ".join(x for x in (note, f"= {self.methods[same]} (same layout)") if x)
+            self.aliases.append((idx, same, again))
             return
-        self.seen[layout.cores] = len(self.candidates)
-        self.starting(f"{method}: build and time")
-        built = self.build(layout)
-        if self.flows is None:
-            self.flows = bridge.rank_flows(built.plan, layout.cores, self.wafer.num_cores)
+        self.seen[layout.cores] = idx
         cols = self.wafer.cols
         flat = bridge.flat_cores(layout.cores)
-        rank_cost = bridge.layout_cost(self.flows, flat, cols, self.hops)
-        step, how, built.run = step_time(built.plan, self.wafer, self.opts.evaluate)
-        if built.run is not None:
-            traffic = run_traffic(built.run)
-        else:
-            traffic = bridge.plan_traffic(built.plan, self.wafer)
-        fits = built.memory.fits
         weak = sum(1 for c in flat if not self.usable[c // cols, c % cols])
         if weak:
             note = "; ".join(
                 x for x in (note, f"{weak} rank(s) on partial nodes the floorplan leaves out") if x
             )
-        idx = len(self.candidates)
-        self.candidates.append(
-            Candidate(method, self.floorplan_score(layout), rank_cost, traffic.byte_hops,
-                      traffic.inter_stage_byte_hops, step, how, fits, note)
-        )  # fmt: skip
+        todo = _Pending(idx, method, layout, note, self.floorplan_score(layout))
+        if self.flows is None:
+            figures, built = self.evaluate(todo)
+            self.flows = bridge.rank_flows(built.plan, layout.cores, self.wafer.num_cores)
+            self.jobs = self.opts.workers_for(len(built.plan.actors))
+            self.record(todo, figures, built)
+            self.finished()
+        else:
+            self.pending.append(todo)
+        assert self.flows is not None
+        todo.rank_cost = bridge.layout_cost(self.flows, flat, cols, self.hops)
+        if self.candidates[idx] is not None:
+            self.candidates[idx] = replace(self.candidates[idx], rank_cost=todo.rank_cost)
         if not weak:
-            self.starts.append((rank_cost, idx, flat))
-        key = (0 if fits else 1, step, traffic.byte_hops, idx)
+            self.starts.append((todo.rank_cost, idx, flat))
+
+    def evaluate(self, todo: _Pending) -> tuple[_Figures, _Built]:
+        """Build ``todo``'s layout and time it (here, or in a worker process)."""
+        self.starting(f"{todo.method}: build and time")
+        built = self.build(todo.layout)
+        step, how, built.run = step_time(built.plan, self.wafer, self.opts.evaluate)
+        if built.run is not None:  # priced on the routes the simulation took
+            traffic = run_traffic(built.run)
+        else:
+            traffic = bridge.plan_traffic(built.plan, self.wafer)
+        figures = _Figures(step, how, built.memory.fits, traffic.byte_hops,
+                           traffic.inter_stage_byte_hops)  # fmt: skip
+        return figures, built
+
+    def record(self, todo: _Pending, f: _Figures, built: _Built | None) -> None:
+        """Enter an evaluated candidate; ``built`` (None: evaluated by a worker) is
+        kept when it is the best so far."""
+        self.candidates[todo.idx] = Candidate(
+            todo.method, todo.floorplan, todo.rank_cost, f.byte_hops, f.inter_stage_byte_hops,
+            f.step, f.how, f.fits, todo.note,
+        )  # fmt: skip
+        key = f.key(todo.idx)
         if self.best is None or key < self.best[0]:
-            self.best = (key, built, method)
-        self.finished()
+            self.best = (key, built, todo.method)  # type: ignore[assignment]
+
+    @staticmethod
+    def likeliest(t: _Pending) -> tuple[float, int]:
+        """The order in which candidates are expected to win: least rank byte-hops."""
+        return (t.rank_cost, t.idx)
+
+    def settle(self) -> None:
+        """Build and time every pending candidate, the likeliest winners (least rank
+        byte-hops) here and the rest on ``jobs - 1`` worker processes at the same
+        time (``waferflow.workers``); the figures are the same as one after the other.
+        Keeps the best; a worker's winner is built again here (its plan stays there)."""
+        todo, self.pending = self.pending, []
+        if todo:
+            ranked = sorted(todo, key=self.likeliest)
+            jobs = max(1, min(self.jobs, len(ranked)))
+            share = -(-len(ranked) // jobs)
+            mine, rest = ranked[:share], ranked[share:]
+            theirs = [rest[i :: jobs - 1] for i in range(jobs - 1)] if jobs > 1 else []
+            kept: dict[int, _Built] = {}  # the best of those built here
+
+            def run(t: _Pending) -> _Figures:
+                figures, built = self.evaluate(t)
+                built.key = figures.key(t.idx)
+                best = next(iter(kept.values()), None)
+                if best is None or built.key < best.key:
+                    kept.clear()
+                    kept[t.idx] = built
+                self.finished()
+                return figures
+
+            here, there = fork_map(mine, theirs, run)
+            if theirs and self.shown is not None:
+                self.shown.advance(len(rest))
+            got = dict(zip([t.idx for t in mine], here, strict=True))
+            for ts, fs in zip(theirs, there, strict=True):
+                got.update(zip([t.idx for t in ts], fs, strict=True))
+            for t in sorted(todo, key=lambda t: t.idx):
+                self.record(t, got[t.idx], kept.get(t.idx))
+        for idx, same, note in self.aliases:
+            first = self.candidates[same]
+            assert first is not None
+            self.candidates[idx] = replace(first, method=self.methods[idx], note=note)
+        self.aliases.clear()
+        assert self.best is not None
+        key, built, method = self.best
+        if built is None:  # a worker's: build it here (the same figures, by construction)
+            todo_best = next(t for t in todo if t.idx == key[3])
+            figures, again_built = self.evaluate(todo_best)
+            if figures.key(todo_best.idx) != key:
+                raise PassError(
+                    f"internal: candidate {method!r} timed {figures.step} s here but "
+                    "differently in a worker process"
+                )
+            self.best = (key, again_built, method)
 
     def floorplan_score(self, layout: Layout) -> float | None:
         """The stage-level floorplan objective of the stages' bounding boxes."""
@@ -417,7 +529,7 @@ def _place(
     view = bridge.describe_view(wafer)
     default = strip_layout(wafer, run.pp, run.ranks, run.tp)
     run.offer("strips (default)" if default.kind == "strips" else "snake (default)", default)
-    assert run.flows is not None and run.best is not None
+    assert run.flows is not None and run.best is not None and run.best[1] is not None
     first = run.best[1].memory
     if options.require_fit and any(c.peak_bytes > wafer.sram_bytes for c in first.cores):
         check_fits(first)  # a rank that overflows a full node fits no placement: say so now
@@ -432,6 +544,7 @@ def _place(
         first_plan = run.best[1].plan
         try:
             run.problem = run.floorplan_problem(first_plan)
+            assert run.candidates[0] is not None
             run.candidates[0] = replace(run.candidates[0], floorplan=run.floorplan_score(default))
         except PlanError as e:
             run.notes.append(f"cp-sat floorplan: not posed: {e}")
@@ -439,7 +552,8 @@ def _place(
         _baselines(run, options, default)
         if options.refine and run.starts:
             _refine(run, options)
-    assert run.best is not None
+    run.settle()
+    assert run.best is not None and run.best[1] is not None
     _, built, chosen = run.best
     annotate_layout(graph, built.layout)
     state.layout, state.program, state.actor_plan = built.layout, built.program, built.plan
@@ -496,7 +610,7 @@ def _place(
         kind="parallel",
         plan=plan,
         chosen=chosen,
-        candidates=tuple(run.candidates),
+        candidates=tuple(c for c in run.candidates if c is not None),
         reports=tuple(run.reports),
         decisions=tuple(decisions),
         title=title,
@@ -561,14 +675,14 @@ def _refine(run: _Parallel, options: PlaceOptions) -> None:
     )
     run.finished(rep)
     run.reports.append(("ranks", rep))
-    source = run.candidates[idx]
+    source = run.methods[idx]
     if cores == start:  # nothing better found: the same layout, no need to rebuild it
-        run.candidates.append(
-            replace(source, method="cp-sat + rank LNS", note=f"= {source.method} (no better move)")
-        )
+        run.candidates.append(None)
+        run.methods.append("cp-sat + rank LNS")
+        run.aliases.append((len(run.candidates) - 1, idx, f"= {source} (no better move)"))
         return
     layout = Layout(bridge.split_cores(cores, run.pp, run.ranks), "cp-sat ranks")
-    run.offer("cp-sat + rank LNS", layout, note=f"from {source.method}")
+    run.offer("cp-sat + rank LNS", layout, note=f"from {source}")
 
 
 def _parallel_result(

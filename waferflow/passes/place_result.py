@@ -4,13 +4,14 @@ the comparison table (``str(PlacedResult)``). Used by ``waferflow.passes.place``
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from waferflow.backend_sim import Run, SimConfig, run_plan
 from waferflow.backend_sim.analytic import estimate_step
-from waferflow.errors import PlanError
+from waferflow.errors import ConfigError, PlanError
 from waferflow.ir.plan import Plan
 from waferflow.ir.summary import human_time
 from waferflow.ir.target.wafer import Wafer
@@ -18,8 +19,12 @@ from waferflow.mapper.bridge import Traffic
 from waferflow.mapper.placement import DeadCores, ObjectiveWeights, SolveOptions, SolveReport
 from waferflow.parallel.driver import ParallelResult
 from waferflow.parallel.layout import Layout
+from waferflow.workers import PLACE_JOBS_ENV, usable_cpus
 
 SIMULATE_LIMIT = 250_000  # actors: above this, evaluate="auto" uses the analytic estimate
+# actors: from this size on, candidates are built on several processes by default (a
+# candidate then takes seconds; below, forking costs about as much as it saves)
+PARALLEL_ACTORS = 20_000
 FEW_DEAD = 4  # up to this many dead nodes, dead cores are obstacles by default
 EVALUATIONS = ("auto", "simulate", "estimate")
 BASELINES = ("strips", "snake", "work-strips")
@@ -32,8 +37,11 @@ class PlaceOptions:
 
     ``time_limit`` is CP-SAT deterministic seconds for the whole placement: the
     floorplans take at most half, the rank refinement what they leave (its LNS at most
-    ``mapper.lns.lns_budget`` of it, and it stops once rounds stop improving). ``num_workers = 1`` (default) is reproducible: the same
-    inputs and seed give byte-identical plans. ``weights`` overrides the floorplan
+    ``mapper.lns.lns_budget`` of it, and it stops once rounds stop improving).
+    ``num_workers = 1`` (default: CP-SAT's search workers) is reproducible: the same
+    inputs and seed give byte-identical plans. ``jobs`` processes build and time the
+    candidates at the same time (``None``: the usable CPUs for a plan of at least
+    ``PARALLEL_ACTORS`` actors, else 1); any number gives the same result. ``weights`` overrides the floorplan
     objective (default: link time, no balance term); ``dead_cores`` the floorplan's
     dead-core policy (default: obstacles with up to ``FEW_DEAD`` dead nodes, else idle).
     ``evaluate`` times candidates by the event simulation, the analytic estimate, or
@@ -45,6 +53,7 @@ class PlaceOptions:
     time_limit: float = 10.0
     seed: int = 0
     num_workers: int = 1
+    jobs: int | None = None
     export_model: Path | None = None
     weights: ObjectiveWeights | None = None
     dead_cores: DeadCores | None = None
@@ -63,6 +72,8 @@ class PlaceOptions:
             )
         if self.num_workers < 1:
             raise PlanError(f"place: num_workers must be >= 1, got {self.num_workers}")
+        if self.jobs is not None and self.jobs < 1:
+            raise PlanError(f"place: jobs must be >= 1, got {self.jobs}")
         if self.evaluate not in EVALUATIONS:
             raise PlanError(
                 f"place: evaluate={self.evaluate!r}; choose one of {', '.join(EVALUATIONS)}"
@@ -72,6 +83,21 @@ class PlaceOptions:
             raise PlanError(f"place: unknown baseline(s) {bad}; known: {', '.join(BASELINES)}")
         if self.route not in ROUTE_ORDERS:
             raise PlanError(f"place: route={self.route!r}; choose one of {', '.join(ROUTE_ORDERS)}")
+
+    def workers_for(self, actors: int) -> int:
+        """Processes to build and time the candidates of a plan of ``actors`` actors:
+        ``jobs``, else ``$WAFERFLOW_PLACE_JOBS``, else by the plan's size."""
+        if self.jobs is not None:
+            return self.jobs
+        env = os.environ.get(PLACE_JOBS_ENV, "").strip()
+        if env:
+            if not env.isdigit() or int(env) < 1:
+                raise ConfigError(
+                    f"{PLACE_JOBS_ENV}={env!r}: give a whole number of processes >= 1 "
+                    "(or unset it: as many as there are CPUs for a large plan)"
+                )
+            return int(env)
+        return usable_cpus() if actors >= PARALLEL_ACTORS else 1
 
     def solve_options(self, share: float, export: bool = True) -> SolveOptions:
         return SolveOptions(

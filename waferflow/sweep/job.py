@@ -8,11 +8,13 @@ differ between runs are the wall times in ``TIMING_COLUMNS``.
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
 from waferflow.errors import WaferflowError
 from waferflow.sweep.spec import NONE_PLAN, Job, override_columns, wafer_of
+from waferflow.workers import PLACE_JOBS_ENV
 
 INPUT_COLUMNS = ("key", "index", "model", "mode", "batch", "seq", "dtype", "optimizer",
                  "wafer")  # fmt: skip
@@ -68,6 +70,8 @@ def run_job(job: Job, key: str, version: str) -> dict[str, Any]:
     row = input_columns(job, key)
     row.update(dict.fromkeys(OUTPUT_COLUMNS))
     row["version"] = version
+    # the sweep runs its jobs side by side already: one process per job's placement
+    os.environ.setdefault(PLACE_JOBS_ENV, "1")
     try:
         _same_version(version)
         row.update(_run(job))
