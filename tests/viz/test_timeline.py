@@ -190,7 +190,8 @@ def test_span_columns_draw_what_the_spans_draw(tmp_path: Path) -> None:
 
     view = _gpipe()
     cols = SpanColumns.of(view.spans)
-    assert tuple(cols) == view.spans and cols[-1] == view.spans[-1]
+    assert tuple(cols) == view.spans and cols[-1] == view.spans[-1] and cols == view.spans
+    assert hash(cols) == hash(view.spans) and cols != view.spans[:-1]
     as_columns = TimelineView(view.tracks, cols, view.step_time_s, view.title)
     a = plot_timeline(view, tmp_path / "a.png", dpi=DPI).read_bytes()
     assert plot_timeline(as_columns, tmp_path / "b.png", dpi=DPI).read_bytes() == a

@@ -336,6 +336,15 @@ class SpanColumns(Sequence[Span]):
             PHASES[self.phase[i]],
         )
 
+    def __eq__(self, other: object) -> bool:
+        """Equal to any sequence of the same spans (a tuple of ``Span`` included)."""
+        if not isinstance(other, Sequence):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
     def __repr__(self) -> str:
         return f"SpanColumns({len(self)} spans)"
 
