@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,7 @@ from waferflow.fileio import (
     want,
     want_int,
     want_object,
-    write_text,
+    write_parts,
 )
 from waferflow.ir.dtypes import DType
 from waferflow.ir.graph import Phase
@@ -368,7 +368,12 @@ def _dump(obj: Any) -> str:
 
 def plan_to_json(plan: Plan) -> str:
     """The plan as JSON text: fixed key order, one actor / message / core per line."""
-    lines = ["{"]
+    return "".join(plan_json_parts(plan))
+
+
+def plan_json_parts(plan: Plan) -> Iterator[str]:
+    """``plan_to_json`` in pieces, made as they are written (a block of rows at a time);
+    the last piece is ``"}\n"``."""
     head = {
         "format": PLAN_FORMAT,
         "version": PLAN_VERSION,
@@ -377,24 +382,22 @@ def plan_to_json(plan: Plan) -> str:
         "source": plan.source,
         "notes": list(plan.notes),
     }
-    for k, v in head.items():
-        lines.append(f"  {_dump(k)}: {_dump(v)},")
+    yield "{\n" + "".join(f"  {_dump(k)}: {_dump(v)},\n" for k, v in head.items())
 
-    def block(key: str, rows: list[str], last: bool = False) -> None:
+    def block(key: str, rows: list[str], last: bool = False) -> str:
+        comma = "" if last else ","
         if not rows:
-            lines.append(f"  {_dump(key)}: []" + ("" if last else ","))
-            return
+            return f"  {_dump(key)}: []{comma}\n"
         body = ",\n    ".join(rows)
-        lines.append(f"  {_dump(key)}: [\n    {body}\n  ]" + ("" if last else ","))
+        return f"  {_dump(key)}: [\n    {body}\n  ]{comma}\n"
 
     work = _WorkText()
-    block("actors", [_actor_row(a, work) for a in plan.actors])
-    block("messages", [_message_row(m) for m in plan.messages])
+    yield block("actors", [_actor_row(a, work) for a in plan.actors])
+    yield block("messages", [_message_row(m) for m in plan.messages])
     if plan.host:
-        block("host", [_dump(host_doc(h)) for h in plan.host])
-    block("order", [_dump({"core": c, "actors": list(ids)}) for c, ids in plan.order], True)
-    lines.append("}")
-    return "\n".join(lines) + "\n"
+        yield block("host", [_dump(host_doc(h)) for h in plan.host])
+    yield block("order", [_dump({"core": c, "actors": list(ids)}) for c, ids in plan.order], True)
+    yield "}\n"
 
 
 class PlanFormatError(FormatError, VerificationError):
@@ -520,8 +523,8 @@ def _message_from(d: Any, where: str, err: ErrorFactory) -> Message:
 
 
 def save_plan(plan: Plan, path: str | Path) -> None:
-    """Write the plan JSON to ``path`` atomically."""
-    write_text(path, plan_to_json(plan))
+    """Write the plan JSON to ``path`` atomically, piece by piece."""
+    write_parts(path, plan_json_parts(plan))
 
 
 def load_plan(path: str | Path) -> Plan:
@@ -542,6 +545,7 @@ __all__ = [
     "load_plan",
     "plan_from_doc",
     "plan_from_json",
+    "plan_json_parts",
     "plan_to_json",
     "save_plan",
     "verify_plan",
