@@ -17,7 +17,8 @@ function of its item and of state that exists before the fork. A child:
 - when it dies without answering (killed, out of memory), its items are run in the
   parent instead, so a lost worker costs time, never a result.
 
-Where ``os.fork`` is missing (Windows) everything runs here.
+Off Linux (no ``fork``, or macOS, where forking a process that has loaded system
+frameworks is unsafe) everything runs here.
 """
 
 from __future__ import annotations
@@ -26,13 +27,15 @@ import contextlib
 import os
 import pickle
 import signal
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
 
-CAN_FORK = hasattr(os, "fork")
+# fork without exec is safe on Linux; macOS's system libraries do not support it
+CAN_FORK = sys.platform.startswith("linux") and hasattr(os, "fork")
 # placement's worker processes (``PlaceOptions.jobs``) when the options leave it open
 PLACE_JOBS_ENV = "WAFERFLOW_PLACE_JOBS"
 

@@ -471,28 +471,30 @@ class _Assembler(Transfers, ShiftAndSwitch):
 
         hops = _span(ci.cores, self.wafer.cols)
         link = self.wafer.link
+        bw, lat = link.bandwidth, hops * link.latency
+        phase, kind, module, stage = op.phase, op.kind, op.prov.module, ci.stage
+        dep_keys = [[k for _, k in d] for d in deps]
+        acts, metas, step_need, step_work = self.acts, self.meta, self.step_need, self._step_work
 
         def new(member: int, step: int, label: str, got: int, reduced: int) -> int:
             rank = ci.ranks[member]
-            aid = len(self.acts)
-            self.step_need[aid] = got / link.bandwidth + hops * link.latency
-            a = _A(f"{name}.r{rank}.{label}", ci.cores[member], reduced // itemsize,
-                   2 * reduced + (got - reduced), got, dtype, op.phase, op.kind,
-                   op.prov.module, 0, 0, ci.stage, mb, layer)  # fmt: skip
-            got_pieces = pieces.get((member, step), [])
+            aid = len(acts)
+            step_need[aid] = got / bw + lat
+            actor = f"{name}.r{rank}.{label}"
+            a = _A(actor, ci.cores[member], reduced // itemsize, 2 * reduced + (got - reduced),
+                   got, dtype, phase, kind, module, 0, 0, stage, mb, layer)  # fmt: skip
+            got_pieces = pieces.get((member, step))
             if got_pieces:  # copy what arrived, or add it into this rank's own buffer
                 own = max(got_pieces)
                 reads = (*got_pieces, own) if reduced else tuple(got_pieces)
-                wkey = (op.kind, a.flops, reads, (own,) if reduced else (got,))
-                work = self._step_work.get(wkey)
+                wkey = (kind, a.flops, reads, (own,) if reduced else (got,))
+                work = step_work.get(wkey)
                 if work is None:
-                    work = self._step_work[wkey] = (OpWork(*wkey),)
+                    work = step_work[wkey] = (OpWork(*wkey),)
                 a.work = work  # type: ignore[assignment]  # shared, never extended
-            self.acts.append(a)
-            meta = ActorMeta(block)
-            meta.uses.extend(k for _, k in deps[member])
-            meta.produces.append(((f"{a.name}.tmp", rank, 0), got, "activations"))
-            self.meta.append(meta)
+            acts.append(a)
+            metas.append(ActorMeta(block, [((f"{actor}.tmp", rank, 0), got, "activations")],
+                                   list(dep_keys[member])))  # fmt: skip
             steps[member].append(aid)
             return aid
 

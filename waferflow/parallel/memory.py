@@ -266,16 +266,18 @@ def _core(
     best_cat = dict(by_cat)
     best_pos = 0
     most = dict(by_cat)
-    i = 0
-    while i < len(events):
+    # at one position frees sort first, so a category's running sum there falls, then
+    # rises to its value after the position: its most is seen event by event
+    i, n = 0, len(events)
+    while i < n:
         pos = events[i][0]
-        while i < len(events) and events[i][0] == pos:
+        while i < n and events[i][0] == pos:
             _, d, c = events[i]
             live += d
-            by_cat[c] = by_cat.get(c, 0) + d
+            v = by_cat[c] = by_cat.get(c, 0) + d
+            if v > most.get(c, 0):
+                most[c] = v
             i += 1
-        for c, b in by_cat.items():
-            most[c] = max(most.get(c, 0), b)
         if live > best:
             best, best_cat, best_pos = live, dict(by_cat), pos
     res_total = sum(b for b, _ in resident.values())
