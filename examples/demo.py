@@ -72,15 +72,7 @@ def main(argv: list[str] | None = None) -> int:
 
     # the outputs take a while (the trace holds every actor and message): a phase of
     # their own, so that progress shows through them too
-    writers: dict[str, Callable[[], Path]] = {
-        "plan": lambda: compiled.save(out / "plan.json"),
-        "trace": lambda: report.to_chrome_trace(out / "trace.json"),
-        "placement": lambda: compiled.plot_placement(out / "placement.png"),
-        "links": lambda: report.plot_links(out / "links.png"),
-        "timeline": lambda: report.plot_timeline(out / "timeline.png"),
-        "memory": lambda: report.plot_memory(out / "memory.png"),
-        "ir": lambda: write_text(out / "graph.wf", wf.ir.print_graph(compiled.graph)),
-    }
+    writers = output_writers(compiled, report, out)
     files: dict[str, Path] = {}
     with phase("outputs", len(writers) + 1, "files") as shown:
         for kind, write in writers.items():
@@ -97,6 +89,24 @@ def main(argv: list[str] | None = None) -> int:
     print(f"   trace: {trace_stats(files['trace'])}")
     print(f"   open {files['trace']} in https://ui.perfetto.dev, {files['html']} in a browser")
     return 0
+
+
+def output_writers(
+    compiled: wf.CompiledPlan, report: wf.Report, out: Path
+) -> dict[str, Callable[[], Path]]:
+    """What the demo writes under ``out`` (before the HTML report, which shows the
+    pictures), each as a call that writes it (``benchmarks/bench_e2e.py`` times them)."""
+    graph = compiled.graph
+    assert graph is not None
+    return {
+        "plan": lambda: compiled.save(out / "plan.json"),
+        "trace": lambda: report.to_chrome_trace(out / "trace.json"),
+        "placement": lambda: compiled.plot_placement(out / "placement.png"),
+        "links": lambda: report.plot_links(out / "links.png"),
+        "timeline": lambda: report.plot_timeline(out / "timeline.png"),
+        "memory": lambda: report.plot_memory(out / "memory.png"),
+        "ir": lambda: write_text(out / "graph.wf", wf.ir.print_graph(graph)),
+    }
 
 
 def trace_stats(path: Path) -> str:

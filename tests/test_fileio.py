@@ -24,6 +24,7 @@ from waferflow.fileio import (
     read_lines,
     read_text,
     short,
+    write_parts,
     write_text,
 )
 from waferflow.interrupt import deferred, run_interruptible
@@ -86,6 +87,23 @@ def test_an_atomic_write_that_fails_leaves_the_old_file(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["plan.json"]  # no temporary left
     write_text(out, "new\n")
     assert out.read_text(encoding="utf-8") == "new\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plan.json"]
+
+
+def test_a_text_written_in_parts_is_whole_or_not_at_all(tmp_path: Path) -> None:
+    """``write_parts`` writes the pieces in turn; a maker that fails part way (a plan row
+    that cannot be written, Ctrl-C) leaves the old file and no temporary."""
+    out = tmp_path / "plan.json"
+    assert write_parts(out, iter(["{\n", ' "a": "✓"\n', "}\n"])) == out
+    assert out.read_text(encoding="utf-8") == '{\n "a": "✓"\n}\n'
+
+    def failing() -> Iterator[str]:
+        yield "half of the new"
+        raise RuntimeError("killed mid-write")
+
+    with pytest.raises(RuntimeError):
+        write_parts(out, failing())
+    assert out.read_text(encoding="utf-8") == '{\n "a": "✓"\n}\n'
     assert sorted(p.name for p in tmp_path.iterdir()) == ["plan.json"]
 
 

@@ -75,6 +75,21 @@ def test_json_round_trip_is_byte_identical(tmp_path: Path) -> None:
     assert '"route": [1, 3]' in text and '"route": null' in text
 
 
+def test_json_rows_are_what_a_json_encoder_writes() -> None:
+    """Rows are formatted directly (no dict per row): each is the standard encoder's
+    text of its own object, escapes and optional fields included."""
+    import json
+
+    actors = [Actor(0, 'a "q" \\ ✓\n', 0, module="m\t", layer="l/1"), Actor(1, "b", 1)]
+    msgs = [Message(0, 0, 1, 8, route=(0, 1), holds=False, bcast=2, last_use=1)]
+    text = plan_to_json(Plan.build("p", "w", actors, msgs))
+    rows = [line.strip().rstrip(",") for line in text.splitlines() if line.startswith("    {")]
+    assert len(rows) == 5  # two actors, a message, an order row per core (two)
+    for row in rows:
+        assert json.dumps(json.loads(row), ensure_ascii=False, separators=(", ", ": ")) == row
+    assert '"holds": false, "bcast": 2, "last_use": 1' in text
+
+
 def _seedlike_plan() -> Plan:
     """Work passes, a broadcast, a received buffer kept for a later reader, the host."""
     work = (OpWork(OpKind.CONV_BACKWARD, 10, (64, 32), (64,)), OpWork(OpKind.ADD, 0, (), ()))

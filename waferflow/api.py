@@ -25,11 +25,19 @@ from typing import Any
 
 from waferflow.backend_sim import SimResult, estimate, simulate
 from waferflow.errors import ConfigError, FormatError, PlanError, WaferflowError
-from waferflow.fileio import loads_json, read_text, short, want, want_int, want_object, write_text
+from waferflow.fileio import (
+    loads_json,
+    read_text,
+    short,
+    want,
+    want_int,
+    want_object,
+    write_parts,
+)
 from waferflow.frontend.catalog import canonical_model, param_count
 from waferflow.ir.graph import Graph
 from waferflow.ir.parser import parse_graph
-from waferflow.ir.plan import Plan, plan_from_doc, plan_to_json, verify_plan
+from waferflow.ir.plan import Plan, plan_from_doc, plan_json_parts, verify_plan
 from waferflow.ir.summary import human_bytes
 from waferflow.ir.target import Topology, Wafer, get_wafer
 from waferflow.ir.target.islands import connected_view
@@ -254,9 +262,14 @@ class CompiledPlan:
 
             head["ranks"] = ranks_to_json(self.ranks)
         lines = [f" {json.dumps(k)}: {json.dumps(v, ensure_ascii=False)}," for k, v in head.items()]
+
+        def parts() -> Iterator[str]:
+            yield "{\n" + "\n".join(lines) + '\n "plan": '
+            for part in plan_json_parts(self.plan):  # its last part is "}\n"
+                yield "}\n}\n" if part == "}\n" else part
+
         with gc_paused():  # a row per actor and message
-            body = plan_to_json(self.plan).rstrip()
-        return write_text(path, "{\n" + "\n".join(lines) + '\n "plan": ' + body + "\n}\n")
+            return write_parts(path, parts())
 
     def plot_placement(self, path: str | Path) -> Path:
         """The placement map: each core's stage (or layer), and its rank when known."""

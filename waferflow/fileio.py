@@ -9,7 +9,8 @@ structure and types field by field. Every problem is one ``FormatError`` naming 
 file and the line and column or the field path (``$.plan.actors[3].core``); values
 quoted in messages are cut short (``short``), so a huge input gives a short message.
 
-**Writing.** ``write_text`` / ``write_bytes`` / ``atomic_path`` write a temporary
+**Writing.** ``write_text`` / ``write_bytes`` / ``write_parts`` (a text in pieces) /
+``atomic_path`` write a temporary
 file in the destination's folder, flush and fsync it, then rename it over the
 destination: whoever looks (a reader, or the user after a crash or SIGKILL) finds the
 old file or the new one, never a partial one. ``Staged`` holds several outputs back
@@ -34,7 +35,7 @@ import math
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,7 @@ __all__ = [
     "want_int",
     "want_object",
     "write_bytes",
+    "write_parts",
     "write_text",
 ]
 
@@ -351,6 +353,15 @@ def write_bytes(path: str | Path, data: bytes) -> Path:
 def write_text(path: str | Path, text: str) -> Path:
     """Write ``text`` (UTF-8) to ``path`` atomically (see ``atomic_path``)."""
     return write_bytes(path, text.encode("utf-8"))
+
+
+def write_parts(path: str | Path, parts: Iterable[str]) -> Path:
+    """Write the strings of ``parts`` in turn (UTF-8) to ``path`` atomically (see
+    ``atomic_path``): a big text made piece by piece is never held whole."""
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8", newline="") as f:
+        for part in parts:
+            f.write(part)
+    return Path(path)
 
 
 def append_line(path: str | Path, line: str) -> None:

@@ -167,3 +167,23 @@ def test_peak_memory_on_arrays_is_the_loop(case: tuple[Plan, Wafer, SimConfig]) 
     raw = run(p)
     args = (plan, p, raw.start, raw.end, raw.data_start, raw.arrive)
     assert analysis._peak_memory_arrays(*args) == analysis._peak_memory_loop(*args)
+
+
+@SETTINGS
+@given(cases())
+def test_waits_on_arrays_are_the_loop(case: tuple[Plan, Wafer, SimConfig]) -> None:
+    """The vectorised waits (int64 arrays) against the actor-by-actor walk, and the
+    memory events as arrays against the event lists."""
+    from waferflow.backend_sim import analysis
+
+    plan, w, cfg = case
+    raw = run(prepare(plan, w, cfg))
+    args = (plan, raw.start, raw.end, raw.arrive)
+    assert analysis._core_waits_arrays(*args) == analysis._core_waits_loop(*args)
+    resident, deltas = analysis.memory_events(plan, raw.start, raw.end, raw.data_start, raw.arrive)
+    res, core, t, d = analysis.memory_event_arrays(
+        plan, raw.start, raw.end, raw.data_start, raw.arrive
+    )
+    assert res == resident
+    flat = sorted((c, x, y) for c, ev in deltas.items() for x, y in ev)
+    assert list(zip(core.tolist(), t.tolist(), d.tolist(), strict=True)) == flat

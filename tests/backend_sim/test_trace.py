@@ -269,3 +269,19 @@ def test_trace_of_random_plans(case: tuple[Plan, Wafer, Any]) -> None:
     assert (mean * width).sum() * max(len(res.link_busy_ps), 1) == pytest.approx(
         sum(res.link_busy_ps), rel=1e-9, abs=1e-3
     )
+
+
+def test_the_text_is_what_json_dumps_writes(tmp_path: Path) -> None:
+    """Events are formatted as text, not dicts: the file is the compact JSON a
+    standard encoder writes for what it holds, escapes of odd names included."""
+    plan = Plan.build(
+        "odd \"name\" ✓", "test",
+        [actor(0, 0, flops=1000, out_bytes=200, name='a "0" \\ ✓'),
+         actor(1, 1, flops=2000, name="b\n1", module="m ✓")],
+        [Message(0, 0, 1, 64)],
+    )  # fmt: skip
+    path = simulate(plan, wafer(1, 4)).to_chrome_trace(tmp_path / "trace.json")
+    text = path.read_text(encoding="utf-8")
+    assert text == json.dumps(json.loads(text), separators=(",", ":")) + "\n"
+    names = {e["name"] for e in json.loads(text)["traceEvents"]}
+    assert {'a "0" \\ ✓', "b\n1"} <= names

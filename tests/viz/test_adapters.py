@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -164,8 +165,26 @@ def test_timeline_view_matches_the_result(run: Run) -> None:
     remote = [
         m for m in plan.messages if plan.actors[m.src_actor].core != plan.actors[m.dst_actor].core
     ]
-    assert sum(s.kind is SpanKind.SEND for s in view.spans) == len(remote)
-    assert sum(s.kind is SpanKind.RECV for s in view.spans) == len(remote)
+    sends = [s for s in view.spans if s.kind is SpanKind.SEND]
+    recvs = [s for s in view.spans if s.kind is SpanKind.RECV]
+    assert len(sends) == len(recvs) == len(remote)
+    for send, recv, m in zip(sends, recvs, remote, strict=True):
+        src, dst = plan.actors[m.src_actor], plan.actors[m.dst_actor]
+        assert send.label == recv.label == f"{src.name}->{dst.name}"
+        assert send.phase == recv.phase == src.phase.value
+        assert view.tracks[send.track] == f"core {divmod(src.core, 4)}"
+        assert view.tracks[recv.track] == f"core {divmod(dst.core, 4)}"
+        links, first, last = result.link_occupancy[m.id]
+        assert links  # the first hop is the send, the last the receive
+        assert (send.start_s, send.end_s) == pytest.approx((first[0] * 1e-12, last[0] * 1e-12))
+        assert (recv.start_s, recv.end_s) == pytest.approx((first[-1] * 1e-12, last[-1] * 1e-12))
+    # without the per-hop record, both are the whole flight: data start to arrival
+    bare = timeline_view(plan, replace(result, link_occupancy=()))
+    m = remote[0]
+    flight = (result.msg_data_start_ps[m.id] * 1e-12, result.msg_arrive_ps[m.id] * 1e-12)
+    for kind in (SpanKind.SEND, SpanKind.RECV):
+        span = next(s for s in bare.spans if s.kind is kind)
+        assert (span.start_s, span.end_s) == pytest.approx(flight)
     # stage 1's first actor waits for stage 0's output to cross the die boundary
     waits = [s for s in view.spans if s.kind is SpanKind.WAIT]
     assert any(view.tracks[s.track] == "core (0, 2)" for s in waits)

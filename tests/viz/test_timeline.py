@@ -181,3 +181,28 @@ def test_time_unit(seconds: float, unit: str) -> None:
 def test_empty_timeline(tmp_path: Path) -> None:
     view = TimelineView(("a", "b"), (), 0.0)
     assert plot_timeline(view, tmp_path / "e.png", dpi=DPI).stat().st_size > 0
+
+
+def test_span_columns_draw_what_the_spans_draw(tmp_path: Path) -> None:
+    """A view of ``SpanColumns`` (arrays, what the adapter makes for a big plan) gives
+    the same picture as the same spans as a tuple, and its items are those spans."""
+    from waferflow.viz.data import SpanColumns
+
+    view = _gpipe()
+    cols = SpanColumns.of(view.spans)
+    assert tuple(cols) == view.spans and cols[-1] == view.spans[-1] and cols == view.spans
+    assert hash(cols) == hash(view.spans) and cols != view.spans[:-1]
+    as_columns = TimelineView(view.tracks, cols, view.step_time_s, view.title)
+    a = plot_timeline(view, tmp_path / "a.png", dpi=DPI).read_bytes()
+    assert plot_timeline(as_columns, tmp_path / "b.png", dpi=DPI).read_bytes() == a
+
+
+def test_span_columns_refuse_what_spans_refuse() -> None:
+    from waferflow.viz.data import SpanColumns, VizError
+
+    with pytest.raises(VizError, match="ends"):
+        SpanColumns([0], [2.0], [1.0], [0], [0], lambda i: "late")
+    with pytest.raises(VizError, match="finite"):
+        SpanColumns([0], [float("nan")], [1.0], [0], [0])
+    with pytest.raises(VizError, match="on track 3"):
+        TimelineView(("a",), SpanColumns([3], [0.0], [1.0], [0], [0]), 1.0)

@@ -7,6 +7,7 @@ the step into compute, communication wait and idle time.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -96,7 +97,7 @@ def peak_memory(
     buffers at once (``memory_events``). At equal times, frees come before allocations.
     Computed on int64 arrays (``_peak_memory_arrays``, the same figures) when every
     time and size fits one."""
-    if max(end, default=0) < _INT64_SAFE and max(arrive, default=0) < _INT64_SAFE:
+    if times_fit_int64(end, arrive):
         return _peak_memory_arrays(plan, p, start, end, data_start, arrive)
     return _peak_memory_loop(plan, p, start, end, data_start, arrive)
 
@@ -135,6 +136,27 @@ def _peak_memory_arrays(
 ) -> list[int]:
     """``peak_memory`` vectorised: the events of ``memory_events`` as arrays, sorted by
     (core, time, delta), summed per core."""
+    resident, ev_core, _, ev_d = memory_event_arrays(plan, start, end, data_start, arrive)
+    live = np.cumsum(ev_d)
+    top: dict[int, int] = {}
+    if len(ev_core):
+        first = np.flatnonzero(np.r_[True, ev_core[1:] != ev_core[:-1]])
+        base = np.r_[0, live[first[1:] - 1]]  # live bytes before each core's first event
+        peaks_in = np.maximum.reduceat(live, first) - base
+        top = dict(zip(ev_core[first].tolist(), np.maximum(peaks_in, 0).tolist(), strict=True))
+    return [resident.get(c, 0) + top.get(c, 0) for c in p.cores]
+
+
+def memory_event_arrays(
+    plan: Plan,
+    start: Sequence[int],
+    end: Sequence[int],
+    data_start: Sequence[int],
+    arrive: Sequence[int],
+) -> tuple[dict[int, int], np.ndarray, np.ndarray, np.ndarray]:
+    """``memory_events`` as int64 arrays (times below ``_INT64_SAFE``): per core that
+    runs actors its resident bytes, then every allocation and free as (core, time_ps,
+    +-bytes), sorted by core, time and delta (frees first at equal times)."""
     n_act = len(plan.actors)
     i64 = np.int64
     core = np.fromiter((a.core for a in plan.actors), i64, n_act)
@@ -166,19 +188,16 @@ def _peak_memory_arrays(
     ev_d = np.concatenate([out_b[has], -out_b[has], out_b[src[reb]], -out_b[src[reb]],
                            nbytes[remote], -nbytes[remote]])  # fmt: skip
     order = np.lexsort((ev_d, ev_t, ev_core))
-    ev_core, ev_d = ev_core[order], ev_d[order]
-    live = np.cumsum(ev_d)
     cores_used, res_idx = np.unique(core, return_inverse=True)
     np_res = np.zeros(len(cores_used), dtype=i64)
     np.add.at(np_res, res_idx, mem_b)
     resident = dict(zip(cores_used.tolist(), np_res.tolist(), strict=True))
-    top: dict[int, int] = {}
-    if len(ev_core):
-        first = np.flatnonzero(np.r_[True, ev_core[1:] != ev_core[:-1]])
-        base = np.r_[0, live[first[1:] - 1]]  # live bytes before each core's first event
-        peaks_in = np.maximum.reduceat(live, first) - base
-        top = dict(zip(ev_core[first].tolist(), np.maximum(peaks_in, 0).tolist(), strict=True))
-    return [resident.get(c, 0) + top.get(c, 0) for c in p.cores]
+    return resident, ev_core[order], ev_t[order], ev_d[order]
+
+
+def times_fit_int64(*times: Sequence[int]) -> bool:
+    """Whether every time (ps) is small enough for the int64 array paths."""
+    return all(max(t, default=0) < _INT64_SAFE for t in times)
 
 
 def critical_path(
@@ -274,7 +293,63 @@ def core_waits(
     """Every gap before an actor that its core spent waiting, in core then time order:
     for its last input from another core (INPUT), then, once the inputs are in, for an
     output buffer (BUFFER). The rest of a core's time off compute is idle: before its
-    first actor with nothing to wait for, and after its last."""
+    first actor with nothing to wait for, and after its last. Found on int64 arrays
+    (``_core_waits_arrays``, the same waits) when the times fit them."""
+    if times_fit_int64(end, arrive):
+        return _core_waits_arrays(plan, start, end, arrive)
+    return _core_waits_loop(plan, start, end, arrive)
+
+
+def _core_waits_arrays(
+    plan: Plan, start: Sequence[int], end: Sequence[int], arrive: Sequence[int]
+) -> list[Wait]:
+    i64 = np.int64
+    actors, msgs = plan.actors, plan.messages
+    n_act, n_msg = len(actors), len(msgs)
+    core = np.fromiter((a.core for a in actors), i64, n_act)
+    src = np.fromiter((m.src_actor for m in msgs), i64, n_msg)
+    dst = np.fromiter((m.dst_actor for m in msgs), i64, n_msg)
+    st = np.asarray(start[:n_act], dtype=i64)
+    en = np.asarray(end[:n_act], dtype=i64)
+    arr = np.asarray(arrive[:n_msg], dtype=i64)
+    # each actor's last input from another core: the latest arrival (ties: higher id)
+    remote = np.flatnonzero(core[src] != core[dst])
+    by = remote[np.lexsort((remote, arr[remote], dst[remote]))]
+    ends = np.flatnonzero(np.r_[dst[by][1:] != dst[by][:-1], True]) if len(by) else by
+    last = np.full(n_act, -1, dtype=i64)
+    last[dst[by[ends]]] = by[ends]
+    # actors in core order, and when each core was free before each (its earlier ends)
+    seq = np.fromiter(itertools.chain.from_iterable(ids for _, ids in plan.order), i64)
+    seq_core = np.repeat([c for c, _ in plan.order], [len(ids) for _, ids in plan.order])
+    avail = np.zeros(len(seq), dtype=i64)
+    at = 0
+    for _, ids in plan.order:
+        k = len(ids)
+        if k > 1:
+            avail[at + 1 : at + k] = np.maximum.accumulate(np.maximum(en[seq[at : at + k - 1]], 0))
+        at += k
+    s_a = st[seq]
+    gap = s_a > avail
+    m = last[seq]
+    got = np.zeros(len(seq), dtype=i64)
+    got[m >= 0] = arr[m[m >= 0]]
+    inp = gap & (m >= 0) & (got > avail)
+    ready = np.where(inp, np.minimum(got, s_a), avail)
+    buf = gap & (s_a > ready)
+    waits: list[Wait] = []
+    pick = np.flatnonzero(inp | buf)
+    cols = (seq_core, seq, avail, ready, s_a, m, inp, buf)
+    for c, a, t0, t1, t2, msg, i, b in zip(*(x[pick].tolist() for x in cols), strict=True):
+        if i:
+            waits.append(Wait(c, t0, t1, a, WaitKind.INPUT, msg))
+        if b:
+            waits.append(Wait(c, t1, t2, a, WaitKind.BUFFER))
+    return waits
+
+
+def _core_waits_loop(
+    plan: Plan, start: Sequence[int], end: Sequence[int], arrive: Sequence[int]
+) -> list[Wait]:
     actors = plan.actors
     incoming: dict[int, list[int]] = {}
     for m in plan.messages:

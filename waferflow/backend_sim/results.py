@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from waferflow.backend_sim.analysis import PathStep, Wait, core_waits
 from waferflow.backend_sim.costs import ps_to_seconds
@@ -54,6 +57,15 @@ class Occupancy(Sequence[tuple[Hops, Hops, Hops]]):
             a, b = ptr[m], ptr[m + 1]
             yield links, tuple(start[a:b]), tuple(end[a:b])
 
+    def arrays(self) -> OccupancyArrays:
+        """Every hop of every message as flat int64 arrays, without a tuple per message."""
+        n = len(self._links)
+        ptr = np.asarray(self._ptr[: n + 1], dtype=np.int64)
+        hops = int(ptr[-1]) if n else 0
+        link = np.fromiter(itertools.chain.from_iterable(self._links), np.int64, count=hops)
+        start = np.asarray(self._start[:hops], dtype=np.int64)
+        return OccupancyArrays(ptr, link, start, np.asarray(self._end[:hops], dtype=np.int64))
+
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Sequence):
             return NotImplemented
@@ -64,6 +76,27 @@ class Occupancy(Sequence[tuple[Hops, Hops, Hops]]):
 
     def __repr__(self) -> str:
         return f"Occupancy({len(self)} messages)"
+
+
+@dataclass(frozen=True, eq=False)
+class OccupancyArrays:
+    """An occupancy as flat int64 arrays: message m's hops are ``ptr[m]:ptr[m + 1]`` of
+    ``link`` (link index), ``start`` (first packet on it) and ``end`` (last one off)."""
+
+    ptr: np.ndarray
+    link: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+
+    @classmethod
+    def of(cls, occupancy: Sequence[tuple[Hops, Hops, Hops]]) -> OccupancyArrays:
+        """The arrays of an ``Occupancy``, or of any sequence of per-message tuples."""
+        if isinstance(occupancy, Occupancy):
+            return occupancy.arrays()
+        ptr = np.cumsum([0, *(len(links) for links, _, _ in occupancy)], dtype=np.int64)
+        flat = [np.asarray([x for hop in occupancy for x in hop[k]], dtype=np.int64)
+                for k in range(3)]  # fmt: skip
+        return cls(ptr, *flat)
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,7 +239,14 @@ class SimResult:
     def waits(self) -> list[Wait]:
         """The gaps each core spent waiting before an actor: for an input from another
         core, then for an output buffer (``analysis.core_waits``)."""
-        return core_waits(self.plan, self.actor_start_ps, self.actor_end_ps, self.msg_arrive_ps)
+        return list(self._waits)
+
+    @cached_property
+    def _waits(self) -> tuple[Wait, ...]:
+        # found once: the trace and the timeline both show them (10^5 on the demo plan)
+        return tuple(
+            core_waits(self.plan, self.actor_start_ps, self.actor_end_ps, self.msg_arrive_ps)
+        )
 
     def actor_span(self, actor_id: int) -> tuple[float, float]:
         """(start, end) of an actor in seconds."""
@@ -306,4 +346,4 @@ def _fmt_bytes(n: int | float) -> str:
     return f"{n:.0f} B"
 
 
-__all__ = ["CoreStat", "LinkStat", "Occupancy", "PathStep", "SimResult"]
+__all__ = ["CoreStat", "LinkStat", "Occupancy", "OccupancyArrays", "PathStep", "SimResult"]

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from waferflow.backend_sim.analysis import WaitKind
 from waferflow.backend_sim.trace_counters import bin_edges, link_loads, memory_peaks
 from waferflow.fileio import write_bytes
 
@@ -44,12 +45,25 @@ class TraceOptions:
     counter_links: int = 16  # the busiest links get a load counter each
 
 
+# Events are written as JSON text as they are made: the bytes ``json.dumps(event,
+# separators=(",", ":"))`` gives, without a dict per event for the 10^5-10^6 actors,
+# waits and flows (the rare kinds are dicts through ``_compact``).
+_compact = json.JSONEncoder(separators=(",", ":")).encode
+_text = json.encoder.encode_basestring_ascii  # a string as json.dumps writes it
+
+
 def _us(ps: float) -> float:
     return round(ps / 1e6, 6)
 
 
-def _meta(name: str, pid: int, tid: int, args: dict[str, Any]) -> dict[str, Any]:
-    return {"name": name, "ph": "M", "pid": pid, "tid": tid, "args": args}
+def _us_list(ps: Any) -> list[float]:
+    """``_us`` of integer picoseconds, vectorised: for an integer below 2^53, ``ps /
+    1e6`` is already the double nearest its 6-decimal value, so rounding keeps it."""
+    return (np.asarray(ps, dtype=np.int64) / 1e6).tolist()
+
+
+def _meta(name: str, pid: int, tid: int, args: dict[str, Any]) -> str:
+    return _compact({"name": name, "ph": "M", "pid": pid, "tid": tid, "args": args})
 
 
 def track_names(result: SimResult, ranks: Mapping[int, CoreRank] | None) -> dict[int, str]:
@@ -87,7 +101,7 @@ def _track_order(result: SimResult, ranks: Mapping[int, CoreRank] | None) -> lis
     return sorted(result.plan.cores, key=key)
 
 
-def _core_events(result: SimResult, ranks: Mapping[int, CoreRank] | None) -> Iterator[dict]:
+def _core_events(result: SimResult, ranks: Mapping[int, CoreRank] | None) -> Iterator[str]:
     wafer = result.wafer
     unit = "nodes" if wafer.coarsen_factor > 1 else "cores"
     yield _meta("process_name", CORES_PID, 0, {"name": f"{unit} of {wafer.name}"})
@@ -96,75 +110,74 @@ def _core_events(result: SimResult, ranks: Mapping[int, CoreRank] | None) -> Ite
     for i, c in enumerate(_track_order(result, ranks)):
         yield _meta("thread_name", CORES_PID, c, {"name": names[c]})
         yield _meta("thread_sort_index", CORES_PID, c, {"sort_index": i})
-    start, end = result.actor_start_ps, result.actor_end_ps
+    start = np.asarray(result.actor_start_ps, dtype=np.int64)
+    ts, dur = _us_list(start), _us_list(np.asarray(result.actor_end_ps, dtype=np.int64) - start)
+    cats: dict[tuple[str, str], str] = {}
     for a in result.plan.actors:
         # the track names the stage and rank; the module only when the name does not
-        args: dict[str, Any] = {
-            "actor": a.id,
-            "flops": a.flops,
-            "bytes_read": a.bytes_read,
-            "bytes_written": a.bytes_written,
-            "microbatch": a.microbatch,
-        }
-        if a.module and a.module not in a.name:
-            args["module"] = a.module
-        yield {
-            "name": a.name,
-            "cat": f"{a.phase.value},{a.op_kind.value}",
-            "ph": "X",
-            "ts": _us(start[a.id]),
-            "dur": _us(end[a.id] - start[a.id]),
-            "pid": CORES_PID,
-            "tid": a.core,
-            "args": args,
-        }
+        module = f',"module":{_text(a.module)}' if a.module and a.module not in a.name else ""
+        key = (a.phase._value_, a.op_kind._value_)  # plain attributes: no Enum.__hash__
+        cat = cats.get(key)
+        if cat is None:
+            cat = cats[key] = _text(",".join(key))
+        i = a.id
+        yield (
+            f'{{"name":{_text(a.name)},"cat":{cat},"ph":"X","ts":{ts[i]!r},"dur":{dur[i]!r},'
+            f'"pid":{CORES_PID},"tid":{a.core},"args":{{"actor":{i},"flops":{a.flops},'
+            f'"bytes_read":{a.bytes_read},"bytes_written":{a.bytes_written},'
+            f'"microbatch":{a.microbatch}{module}}}}}'
+        )
 
 
-def _wait_events(result: SimResult) -> Iterator[dict]:
+def _wait_events(result: SimResult) -> Iterator[str]:
     plan, wafer = result.plan, result.wafer
-    for w in result.waits():
+    waits = result.waits()
+    ts = _us_list([w.start_ps for w in waits])
+    dur = _us_list([w.end_ps - w.start_ps for w in waits])
+    names = {kind.value: _text(f"wait: {kind.value}") for kind in WaitKind}
+    for i, w in enumerate(waits):
         # for the actor that follows on the track; an input wait names the message
-        args: dict[str, Any] = {}
+        args = ""
         if w.message >= 0:
             src = plan.actors[plan.messages[w.message].src_actor]
-            args = {"message": w.message, "from": f"actor {src.id} on {wafer.coord(src.core)}"}
-        yield {
-            "name": f"wait: {w.kind.value}",
-            "cat": "wait",
-            "ph": "X",
-            "ts": _us(w.start_ps),
-            "dur": _us(w.end_ps - w.start_ps),
-            "pid": CORES_PID,
-            "tid": w.core,
-            "args": args,
-        }
+            where = _text(f"actor {src.id} on {wafer.coord(src.core)}")
+            args = f'"message":{w.message},"from":{where}'
+        yield (
+            f'{{"name":{names[w.kind._value_]},"cat":"wait","ph":"X","ts":{ts[i]!r},"dur":{dur[i]!r},'
+            f'"pid":{CORES_PID},"tid":{w.core},"args":{{{args}}}}}'
+        )
 
 
-def _inside(start: int, end: int, at_end: bool) -> int:
-    """A time strictly inside [start, end] near one end, so the flow binds to the slice."""
-    edge = min(_FLOW_EDGE_PS, (end - start) // 2)
-    return end - edge if at_end else start + edge
-
-
-def _flow_events(result: SimResult) -> Iterator[dict]:
+def _flow_events(result: SimResult) -> Iterator[str]:
     """One flow per message between cores: from its producer's slice (where it is sent,
-    at the end) to its consumer's (which it lets start)."""
+    at the end) to its consumer's (which it lets start), ``_FLOW_EDGE_PS`` inside each
+    slice (at most half of it) so that the flow binds to it. A flow's two events are
+    one piece of text."""
     plan = result.plan
-    start, end = result.actor_start_ps, result.actor_end_ps
-    for m in plan.messages:
-        src, dst = plan.actors[m.src_actor], plan.actors[m.dst_actor]
-        if src.core == dst.core:
-            continue
-        common = {"name": "message", "cat": "message", "id": m.id, "pid": CORES_PID}
-        yield {**common, "ph": "s", "tid": src.core,
-               "ts": _us(_inside(start[src.id], end[src.id], at_end=True))}  # fmt: skip
-        yield {**common, "ph": "f", "bp": "e", "tid": dst.core,
-               "ts": _us(_inside(start[dst.id], end[dst.id], at_end=False))}  # fmt: skip
+    if not plan.messages:
+        return
+    core = np.fromiter((a.core for a in plan.actors), dtype=np.int64, count=len(plan.actors))
+    src = np.fromiter((m.src_actor for m in plan.messages), dtype=np.int64)
+    dst = np.fromiter((m.dst_actor for m in plan.messages), dtype=np.int64)
+    ids = np.fromiter((m.id for m in plan.messages), dtype=np.int64)
+    remote = core[src] != core[dst]
+    src, dst, ids = src[remote], dst[remote], ids[remote]
+    start = np.asarray(result.actor_start_ps, dtype=np.int64)
+    end = np.asarray(result.actor_end_ps, dtype=np.int64)
+    sent = end[src] - np.minimum(_FLOW_EDGE_PS, (end[src] - start[src]) // 2)
+    taken = start[dst] + np.minimum(_FLOW_EDGE_PS, (end[dst] - start[dst]) // 2)
+    for m, sc, dc, t0, t1 in zip(
+        ids.tolist(), core[src].tolist(), core[dst].tolist(), _us_list(sent), _us_list(taken),
+        strict=True,
+    ):  # fmt: skip
+        yield (
+            f'{{"name":"message","cat":"message","id":{m},"pid":{CORES_PID},"ph":"s",'
+            f'"tid":{sc},"ts":{t0!r}}},{{"name":"message","cat":"message","id":{m},'
+            f'"pid":{CORES_PID},"ph":"f","bp":"e","tid":{dc},"ts":{t1!r}}}'
+        )
 
 
-def _counter(
-    name: str, pid: int, key: str, times: np.ndarray, values: np.ndarray
-) -> Iterator[dict]:
+def _counter(name: str, pid: int, key: str, times: np.ndarray, values: np.ndarray) -> Iterator[str]:
     """Samples of one counter; a sample equal to the one before is left out (a counter
     holds its value until the next), the last one always stays."""
     vals = [round(v, 3) for v in values.tolist()]
@@ -172,7 +185,9 @@ def _counter(
     for i, (t, v) in enumerate(zip(times.tolist(), vals, strict=True)):
         if 0 < i < last and v == vals[i - 1]:
             continue
-        yield {"name": name, "ph": "C", "pid": pid, "tid": 0, "ts": _us(t), "args": {key: v}}
+        yield _compact(
+            {"name": name, "ph": "C", "pid": pid, "tid": 0, "ts": _us(t), "args": {key: v}}
+        )
 
 
 def _counter_times(edges: np.ndarray, step_ps: int) -> np.ndarray:
@@ -180,7 +195,7 @@ def _counter_times(edges: np.ndarray, step_ps: int) -> np.ndarray:
     return np.append(edges[:-1], float(step_ps))
 
 
-def _memory_counters(result: SimResult, names: Mapping[int, str], points: int) -> Iterator[dict]:
+def _memory_counters(result: SimResult, names: Mapping[int, str], points: int) -> Iterator[str]:
     step = result.step_time_ps
     edges = bin_edges(step, points)
     peaks = memory_peaks(result, edges)
@@ -192,7 +207,7 @@ def _memory_counters(result: SimResult, names: Mapping[int, str], points: int) -
                             _counter_times(edges, step), values)  # fmt: skip
 
 
-def _link_counters(result: SimResult, options: TraceOptions) -> Iterator[dict]:
+def _link_counters(result: SimResult, options: TraceOptions) -> Iterator[str]:
     step = result.step_time_ps
     yield _meta("process_name", LINKS_PID, 0, {"name": "links"})
     yield _meta("process_sort_index", LINKS_PID, 0, {"sort_index": LINKS_PID})
@@ -211,7 +226,7 @@ def _link_counters(result: SimResult, options: TraceOptions) -> Iterator[dict]:
                             np.append(row, 0.0) * 100)  # fmt: skip
 
 
-def _link_track_events(result: SimResult) -> Iterator[dict]:
+def _link_track_events(result: SimResult) -> Iterator[str]:
     plan = result.plan
     for lk in result.links:
         tag = " d2d" if lk.d2d else ""
@@ -220,16 +235,50 @@ def _link_track_events(result: SimResult) -> Iterator[dict]:
         msg = plan.messages[m]
         label = f"m{m} {plan.actors[msg.src_actor].name}->{plan.actors[msg.dst_actor].name}"
         for li, s, e in zip(links, s_ps, e_ps, strict=True):
-            yield {
-                "name": label,
-                "cat": "message",
-                "ph": "X",
-                "ts": _us(s),
-                "dur": _us(e - s),
-                "pid": LINKS_PID,
-                "tid": li,
-                "args": {"message": m, "bytes": msg.bytes},
-            }
+            yield _compact(
+                {
+                    "name": label,
+                    "cat": "message",
+                    "ph": "X",
+                    "ts": _us(s),
+                    "dur": _us(e - s),
+                    "pid": LINKS_PID,
+                    "tid": li,
+                    "args": {"message": m, "bytes": msg.bytes},
+                }
+            )
+
+
+def trace_json(
+    result: SimResult,
+    link_tracks: bool = False,
+    *,
+    options: TraceOptions | None = None,
+    ranks: Mapping[int, CoreRank] | None = None,
+) -> str:
+    """The trace as compact JSON text (what ``json.dumps(..., separators=(",", ":"))``
+    writes), made event by event. ``ranks`` (core -> ``CoreRank``, from a parallel
+    plan) puts each core's rank in its track name."""
+    opts = options or TraceOptions(link_tracks=link_tracks)
+    names = track_names(result, ranks)
+    ev: list[str] = [*_core_events(result, ranks), *_wait_events(result)]
+    ev += _flow_events(result)
+    if result.step_time_ps > 0:
+        ev += _memory_counters(result, names, opts.counter_points)
+        ev += _link_counters(result, opts)
+    if opts.link_tracks:
+        ev += _link_track_events(result)
+    other = {
+        "plan": result.plan.name,
+        "wafer": result.wafer.name,
+        "step_time_ps": result.step_time_ps,
+        "counters": (
+            f"{opts.counter_points} samples per counter: link load = share of the "
+            "sample the link was busy; memory = most bytes live in the sample"
+        ),
+    }
+    events = ",".join(ev)
+    return f'{{"traceEvents":[{events}],"displayTimeUnit":"ns","otherData":{_compact(other)}}}\n'
 
 
 def chrome_trace(
@@ -239,30 +288,8 @@ def chrome_trace(
     options: TraceOptions | None = None,
     ranks: Mapping[int, CoreRank] | None = None,
 ) -> dict[str, Any]:
-    """The trace as a JSON-ready dict. ``ranks`` (core -> ``CoreRank``, from a parallel
-    plan) puts each core's rank in its track name."""
-    opts = options or TraceOptions(link_tracks=link_tracks)
-    names = track_names(result, ranks)
-    ev: list[dict[str, Any]] = [*_core_events(result, ranks), *_wait_events(result)]
-    ev += _flow_events(result)
-    if result.step_time_ps > 0:
-        ev += _memory_counters(result, names, opts.counter_points)
-        ev += _link_counters(result, opts)
-    if opts.link_tracks:
-        ev += _link_track_events(result)
-    return {
-        "traceEvents": ev,
-        "displayTimeUnit": "ns",
-        "otherData": {
-            "plan": result.plan.name,
-            "wafer": result.wafer.name,
-            "step_time_ps": result.step_time_ps,
-            "counters": (
-                f"{opts.counter_points} samples per counter: link load = share of the "
-                "sample the link was busy; memory = most bytes live in the sample"
-            ),
-        },
-    }
+    """The trace as a JSON-ready dict (``trace_json`` read back)."""
+    return json.loads(trace_json(result, link_tracks, options=options, ranks=ranks))
 
 
 def write_chrome_trace(
@@ -275,11 +302,10 @@ def write_chrome_trace(
 ) -> Path:
     """Write the trace as compact JSON; gzip-compressed when ``path`` ends in ``.gz``
     (Perfetto and chrome://tracing open both)."""
-    doc = chrome_trace(result, link_tracks, options=options, ranks=ranks)
-    data = (json.dumps(doc, separators=(",", ":")) + "\n").encode("utf-8")
+    data = trace_json(result, link_tracks, options=options, ranks=ranks).encode("utf-8")
     if str(path).endswith(".gz"):
         data = gzip.compress(data, compresslevel=6, mtime=0)  # mtime 0: same bytes
     return write_bytes(path, data)
 
 
-__all__ = ["TraceOptions", "chrome_trace", "track_names", "write_chrome_trace"]
+__all__ = ["TraceOptions", "chrome_trace", "trace_json", "track_names", "write_chrome_trace"]

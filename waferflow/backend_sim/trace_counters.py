@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from waferflow.backend_sim.analysis import memory_events
+from waferflow.backend_sim.analysis import memory_event_arrays, memory_events, times_fit_int64
+from waferflow.backend_sim.results import OccupancyArrays
 
 if TYPE_CHECKING:
     from waferflow.backend_sim.results import SimResult
@@ -54,18 +55,10 @@ def spread(s: np.ndarray, e: np.ndarray, amount: np.ndarray, edges: np.ndarray) 
 
 def _link_spans(result: SimResult) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(link, start, end, busy share) of every message on every hop."""
-    links: list[int] = []
-    s: list[int] = []
-    e: list[int] = []
-    weight: list[int] = []
-    for m, (hops, starts, ends) in enumerate(result.link_occupancy):
-        nbytes = result.plan.messages[m].bytes
-        links.extend(hops)
-        s.extend(starts)
-        e.extend(ends)
-        weight.extend([nbytes] * len(hops))
-    link = np.asarray(links, dtype=np.int64)
-    w = np.asarray(weight, dtype=np.float64)
+    occ = OccupancyArrays.of(result.link_occupancy)
+    link = occ.link
+    nbytes = np.fromiter((m.bytes for m in result.plan.messages), np.float64)
+    w = np.repeat(nbytes[: len(occ.ptr) - 1], np.diff(occ.ptr))
     busy = np.asarray(result.link_busy_ps, dtype=np.float64)
     total = np.bincount(link, weights=w, minlength=len(busy)) if len(link) else busy * 0
     count = np.bincount(link, minlength=len(busy)) if len(link) else busy * 0
@@ -73,7 +66,7 @@ def _link_spans(result: SimResult) -> tuple[np.ndarray, np.ndarray, np.ndarray, 
     bytes_share = np.divide(w, total[link], out=np.zeros_like(w), where=total[link] > 0)
     even = 1.0 / np.maximum(count[link], 1)
     share = np.where(total[link] > 0, bytes_share, even) * busy[link]
-    return link, np.asarray(s, dtype=np.float64), np.asarray(e, dtype=np.float64), share
+    return link, occ.start.astype(np.float64), occ.end.astype(np.float64), share
 
 
 def link_loads(
@@ -96,26 +89,44 @@ def link_loads(
 def memory_peaks(result: SimResult, edges: np.ndarray) -> dict[int, np.ndarray]:
     """Per core that runs actors: the most bytes live in each bin (as the wafer's memory
     model allocated them, when it has one)."""
-    if result.memory_log:
-        resident = {c: 0 for c, _ in result.memory_log}
-        deltas = {c: list(ev) for c, ev in result.memory_log}
+    times = (result.actor_end_ps, result.msg_arrive_ps)
+    if not result.memory_log and times_fit_int64(*times):
+        resident, ev_core, ev_t, ev_d = memory_event_arrays(
+            result.plan, result.actor_start_ps, result.actor_end_ps,
+            result.msg_data_start_ps, result.msg_arrive_ps,
+        )  # fmt: skip
+        cuts = [*np.searchsorted(ev_core, sorted(resident), side="left").tolist(), len(ev_core)]
+        events = {
+            c: (ev_t[a:b], ev_d[a:b])
+            for c, a, b in zip(sorted(resident), cuts[:-1], cuts[1:], strict=True)
+        }
     else:
-        resident, deltas = memory_events(
-            result.plan,
-            result.actor_start_ps,
-            result.actor_end_ps,
-            result.msg_data_start_ps,
-            result.msg_arrive_ps,
-        )
+        if result.memory_log:
+            resident = {c: 0 for c, _ in result.memory_log}
+            deltas = {c: list(ev) for c, ev in result.memory_log}
+        else:
+            resident, deltas = memory_events(
+                result.plan,
+                result.actor_start_ps,
+                result.actor_end_ps,
+                result.msg_data_start_ps,
+                result.msg_arrive_ps,
+            )
+        events = {}
+        for core in resident:
+            pairs = np.asarray(deltas.get(core, ()), dtype=np.int64).reshape(-1, 2)
+            # in time order, frees before allocations at equal times
+            pairs = pairs[np.lexsort((pairs[:, 1], pairs[:, 0]))]
+            events[core] = (pairs[:, 0], pairs[:, 1])
     bins = len(edges) - 1
     out: dict[int, np.ndarray] = {}
     for core in sorted(resident):
-        events = sorted(deltas.get(core, ()))  # frees before allocations at equal times
-        if not events:
+        ts, ds = events[core]
+        if not len(ts):
             out[core] = np.full(bins, float(resident[core]))
             continue
-        t = np.fromiter((x for x, _ in events), dtype=np.float64, count=len(events))
-        live = np.cumsum(np.fromiter((d for _, d in events), dtype=np.float64, count=len(events)))
+        t = ts.astype(np.float64)
+        live = np.cumsum(ds.astype(np.float64))
         first = np.searchsorted(t, edges[:-1], side="left")
         peak = np.where(first > 0, live[np.maximum(first - 1, 0)], 0.0)
         where = np.clip(np.searchsorted(edges, t, side="right") - 1, 0, bins - 1)

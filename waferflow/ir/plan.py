@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,7 @@ from waferflow.fileio import (
     want,
     want_int,
     want_object,
-    write_text,
+    write_parts,
 )
 from waferflow.ir.dtypes import DType
 from waferflow.ir.graph import Phase
@@ -316,38 +316,46 @@ _ACTOR_FIELDS = tuple(f.name for f in fields(Actor))
 _MESSAGE_FIELDS = tuple(f.name for f in fields(Message))
 
 
-def _actor_doc(a: Actor) -> dict[str, Any]:
-    return {
-        "id": a.id,
-        "name": a.name,
-        "core": a.core,
-        "flops": a.flops,
-        "bytes_read": a.bytes_read,
-        "bytes_written": a.bytes_written,
-        "dtype": a.dtype.value,
-        "phase": a.phase.value,
-        "op_kind": a.op_kind.value,
-        "module": a.module,
-        "mem_bytes": a.mem_bytes,
-        "out_bytes": a.out_bytes,
-        "stage": a.stage,
-        "microbatch": a.microbatch,
-        "layer": a.layer,
-        **({"work": [work_doc(w) for w in a.work]} if a.work else {}),
-    }
+# Rows are formatted directly (the bytes ``_ENCODER`` would give their dicts, without
+# building a dict per actor and message: 10^5 rows); each distinct ``OpWork`` (most
+# repeat from rank to rank) is encoded once per plan.
+_text = json.encoder.encode_basestring  # what a JSONEncoder(ensure_ascii=False) writes
+# the enums' values as JSON text, looked up by ``_value_`` (a plain attribute: no
+# property call and no Python-level ``Enum.__hash__`` per row)
+_ENUM_TEXT = {e.value: _text(e.value) for enum in (DType, Phase, OpKind) for e in enum}
 
 
-def _message_doc(m: Message) -> dict[str, Any]:
-    return {
-        "id": m.id,
-        "src_actor": m.src_actor,
-        "dst_actor": m.dst_actor,
-        "bytes": m.bytes,
-        "route": None if m.route is None else list(m.route),
-        **({} if m.holds else {"holds": False}),
-        **({"bcast": m.bcast} if m.bcast != -1 else {}),
-        **({"last_use": m.last_use} if m.last_use != -1 else {}),
-    }
+def _actor_row(a: Actor, work: Mapping[OpWork, str]) -> str:
+    tail = ', "work": [' + ", ".join([work[w] for w in a.work]) + "]}" if a.work else "}"
+    return (
+        f'{{"id": {a.id}, "name": {_text(a.name)}, "core": {a.core}, "flops": {a.flops}, '
+        f'"bytes_read": {a.bytes_read}, "bytes_written": {a.bytes_written}, '
+        f'"dtype": {_ENUM_TEXT[a.dtype._value_]}, "phase": {_ENUM_TEXT[a.phase._value_]}, '
+        f'"op_kind": {_ENUM_TEXT[a.op_kind._value_]}, "module": {_text(a.module)}, '
+        f'"mem_bytes": {a.mem_bytes}, "out_bytes": {a.out_bytes}, "stage": {a.stage}, '
+        f'"microbatch": {a.microbatch}, "layer": {_text(a.layer)}{tail}'
+    )
+
+
+def _message_row(m: Message) -> str:
+    route = "null" if m.route is None else "[" + ", ".join(map(str, m.route)) + "]"
+    extra = "" if m.holds else ', "holds": false'
+    if m.bcast != -1:
+        extra += f', "bcast": {m.bcast}'
+    if m.last_use != -1:
+        extra += f', "last_use": {m.last_use}'
+    return (
+        f'{{"id": {m.id}, "src_actor": {m.src_actor}, "dst_actor": {m.dst_actor}, '
+        f'"bytes": {m.bytes}, "route": {route}{extra}}}'
+    )
+
+
+class _WorkText(dict[OpWork, str]):
+    """An ``OpWork``'s JSON text, encoded on first use."""
+
+    def __missing__(self, w: OpWork) -> str:
+        text = self[w] = _dump(work_doc(w))
+        return text
 
 
 # one encoder for every row (json.dumps with options would build one per call)
@@ -360,7 +368,12 @@ def _dump(obj: Any) -> str:
 
 def plan_to_json(plan: Plan) -> str:
     """The plan as JSON text: fixed key order, one actor / message / core per line."""
-    lines = ["{"]
+    return "".join(plan_json_parts(plan))
+
+
+def plan_json_parts(plan: Plan) -> Iterator[str]:
+    """``plan_to_json`` in pieces, made as they are written (a block of rows at a time);
+    the last piece is ``"}\n"``."""
     head = {
         "format": PLAN_FORMAT,
         "version": PLAN_VERSION,
@@ -369,25 +382,22 @@ def plan_to_json(plan: Plan) -> str:
         "source": plan.source,
         "notes": list(plan.notes),
     }
-    for k, v in head.items():
-        lines.append(f"  {_dump(k)}: {_dump(v)},")
+    yield "{\n" + "".join(f"  {_dump(k)}: {_dump(v)},\n" for k, v in head.items())
 
-    def block(key: str, rows: list[str], last: bool = False) -> None:
+    def block(key: str, rows: list[str], last: bool = False) -> str:
+        comma = "" if last else ","
         if not rows:
-            lines.append(f"  {_dump(key)}: []" + ("" if last else ","))
-            return
-        lines.append(f"  {_dump(key)}: [")
-        for j, r in enumerate(rows):
-            lines.append("    " + r + ("," if j < len(rows) - 1 else ""))
-        lines.append("  ]" + ("" if last else ","))
+            return f"  {_dump(key)}: []{comma}\n"
+        body = ",\n    ".join(rows)
+        return f"  {_dump(key)}: [\n    {body}\n  ]{comma}\n"
 
-    block("actors", [_dump(_actor_doc(a)) for a in plan.actors])
-    block("messages", [_dump(_message_doc(m)) for m in plan.messages])
+    work = _WorkText()
+    yield block("actors", [_actor_row(a, work) for a in plan.actors])
+    yield block("messages", [_message_row(m) for m in plan.messages])
     if plan.host:
-        block("host", [_dump(host_doc(h)) for h in plan.host])
-    block("order", [_dump({"core": c, "actors": list(ids)}) for c, ids in plan.order], True)
-    lines.append("}")
-    return "\n".join(lines) + "\n"
+        yield block("host", [_dump(host_doc(h)) for h in plan.host])
+    yield block("order", [_dump({"core": c, "actors": list(ids)}) for c, ids in plan.order], True)
+    yield "}\n"
 
 
 class PlanFormatError(FormatError, VerificationError):
@@ -513,8 +523,8 @@ def _message_from(d: Any, where: str, err: ErrorFactory) -> Message:
 
 
 def save_plan(plan: Plan, path: str | Path) -> None:
-    """Write the plan JSON to ``path`` atomically."""
-    write_text(path, plan_to_json(plan))
+    """Write the plan JSON to ``path`` atomically, piece by piece."""
+    write_parts(path, plan_json_parts(plan))
 
 
 def load_plan(path: str | Path) -> Plan:
@@ -535,6 +545,7 @@ __all__ = [
     "load_plan",
     "plan_from_doc",
     "plan_from_json",
+    "plan_json_parts",
     "plan_to_json",
     "save_plan",
     "verify_plan",

@@ -9,15 +9,19 @@ from __future__ import annotations
 from enum import Enum
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from waferflow.viz.data import (
     DETAIL_LIMIT,
+    KINDS,
+    PHASES,
     UNASSIGNED,
     LinkLoad,
     LinkView,
     MemoryView,
     PlacementView,
     Region,
-    Span,
+    SpanColumns,
     SpanKind,
     TimelineView,
     VizError,
@@ -202,30 +206,51 @@ def timeline_view(
             f"{len(plan.messages)}; pass the plan that was simulated"
         )
     cores, names, stage_of = _tracks(plan, result.wafer, ranks)
-    track = {c: i for i, c in enumerate(cores)}
-    start, end = result.actor_start_ps, result.actor_end_ps
+    track_of = np.full(max(cores, default=0) + 1, -1, dtype=np.int64)
+    track_of[cores] = np.arange(len(cores))
     actors = plan.actors
-    spans: list[Span] = []
-    for a in actors:
-        spans.append(
-            Span(
-                track[a.core],
-                start[a.id] * _PS,
-                end[a.id] * _PS,
-                SpanKind.COMPUTE,
-                a.name,
-                a.phase.value,
-            )
-        )
-    spans += _message_spans(plan, result, track)
-    for w in result.waits():
-        label = f"wait ({w.kind.value}) for {actors[w.actor].name}"
-        spans.append(Span(track[w.core], w.start_ps * _PS, w.end_ps * _PS, SpanKind.WAIT, label))
+    core = np.fromiter((a.core for a in actors), np.int64, count=n)
+    phase_code = {p: i for i, p in enumerate(PHASES)}
+    phase = np.fromiter((phase_code[a.phase._value_] for a in actors), np.int8, count=n)
+    # the columns, part by part: actors, then each remote message's send and receive,
+    # then the waits
+    parts = [(track_of[core], np.asarray(result.actor_start_ps, dtype=np.int64),
+              np.asarray(result.actor_end_ps, dtype=np.int64),
+              np.full(n, KINDS.index(SpanKind.COMPUTE)), phase)]  # fmt: skip
+    msgs = _message_columns(plan, result, core)
+    src, dst, send0, send1, recv0, recv1 = msgs
+    parts.append((
+        _pairs(track_of[core[src]], track_of[core[dst]]), _pairs(send0, recv0), _pairs(send1, recv1),
+        _pairs(np.full(len(src), KINDS.index(SpanKind.SEND)),
+            np.full(len(src), KINDS.index(SpanKind.RECV))),
+        _pairs(phase[src], phase[src]),
+    ))  # fmt: skip
+    waits = result.waits()
+    parts.append((
+        track_of[np.fromiter((w.core for w in waits), np.int64, count=len(waits))],
+        np.fromiter((w.start_ps for w in waits), np.int64, count=len(waits)),
+        np.fromiter((w.end_ps for w in waits), np.int64, count=len(waits)),
+        np.full(len(waits), KINDS.index(SpanKind.WAIT)),
+        np.full(len(waits), PHASES.index("")),
+    ))  # fmt: skip
+    n_msg = len(src)
+
+    def label(i: int) -> str:
+        if i < n:
+            return actors[i].name
+        if i < n + 2 * n_msg:
+            m = (i - n) // 2
+            return f"{actors[src[m]].name}->{actors[dst[m]].name}"
+        w = waits[i - n - 2 * n_msg]
+        return f"wait ({w.kind.value}) for {actors[w.actor].name}"
+
+    track, start, end, kind, phases = (np.concatenate(c) for c in zip(*parts, strict=True))
+    spans = SpanColumns(track, start * _PS, end * _PS, kind, phases, label)
     stages = sorted(set(stage_of))
     several = len(stages) > 1
     return TimelineView(
         tracks=tuple(names) or ("(no cores)",),
-        spans=tuple(spans),
+        spans=spans,
         step_time_s=result.step_time_ps * _PS,
         title=f"{plan.name} on {_where(result.wafer)}: timeline",
         groups=tuple(f"stage {s}" for s in stages) if several else (),
@@ -254,31 +279,30 @@ def _tracks(
     return cores, names, [stage[c] for c in cores]
 
 
-def _message_spans(plan: Plan, result: SimResult, track: Mapping[int, int]) -> list[Span]:
-    """A send span on the source core (first hop) and a receive span on the destination
-    (last hop) per message between cores."""
-    spans: list[Span] = []
-    actors = plan.actors
-    occupancy = result.link_occupancy
-    for m in plan.messages:
-        src, dst = actors[m.src_actor], actors[m.dst_actor]
-        if src.core == dst.core:
-            continue  # stays in the core's memory: no traffic
-        hops = occupancy[m.id] if occupancy else ((), (), ())
-        if hops[0]:
-            send = (hops[1][0], hops[2][0])
-            recv = (hops[1][-1], hops[2][-1])
-        else:
-            send = recv = (result.msg_data_start_ps[m.id], result.msg_arrive_ps[m.id])
-        label = f"{src.name}->{dst.name}"
-        phase = src.phase.value
-        spans.append(
-            Span(track[src.core], send[0] * _PS, send[1] * _PS, SpanKind.SEND, label, phase)
-        )
-        spans.append(
-            Span(track[dst.core], recv[0] * _PS, recv[1] * _PS, SpanKind.RECV, label, phase)
-        )
-    return spans
+def _pairs(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a[0], b[0], a[1], b[1], ...``: a message's send, then its receive."""
+    return np.column_stack([a, b]).ravel()
+
+
+def _message_columns(plan: Plan, result: SimResult, core: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Per message between cores: its source and destination actors, and when it is
+    sent (its first hop) and received (its last hop), in ps."""
+    from waferflow.backend_sim.results import OccupancyArrays  # plain arrays, no simulation
+
+    src = np.fromiter((m.src_actor for m in plan.messages), np.int64, count=len(plan.messages))
+    dst = np.fromiter((m.dst_actor for m in plan.messages), np.int64, count=len(plan.messages))
+    ids = np.flatnonzero(core[src] != core[dst])  # a local message stays in memory
+    occ = OccupancyArrays.of(result.link_occupancy) if result.link_occupancy else None
+    # without hops (or an occupancy) the whole flight, data start to arrival, is both
+    send0 = np.asarray(result.msg_data_start_ps, dtype=np.int64)[ids]
+    send1 = np.asarray(result.msg_arrive_ps, dtype=np.int64)[ids]
+    recv0, recv1 = send0.copy(), send1.copy()
+    if occ is not None:
+        first, stop = occ.ptr[ids], occ.ptr[ids + 1]
+        hops = stop > first
+        send0[hops], send1[hops] = occ.start[first[hops]], occ.end[first[hops]]
+        recv0[hops], recv1[hops] = occ.start[stop[hops] - 1], occ.end[stop[hops] - 1]
+    return src[ids], dst[ids], send0, send1, recv0, recv1
 
 
 def memory_view(result: SimResult, wafer: Wafer | None = None) -> MemoryView:

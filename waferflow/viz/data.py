@@ -10,9 +10,10 @@ import matplotlib.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
+from functools import cached_property
 
 import numpy as np
 
@@ -249,6 +250,105 @@ class Span:
         return self.end_s - self.start_s
 
 
+KINDS = tuple(SpanKind)  # a kind's code in ``SpanColumns.kind``
+
+
+class SpanColumns(Sequence[Span]):
+    """Spans as columns of arrays: ``track`` (index), ``start_s``, ``end_s``, ``kind``
+    (code: index into ``KINDS``) and ``phase`` (index into ``PHASES``); ``label(i)``
+    names span i. A plan's timeline has a span per actor, message end and wait (10^5-10^6
+    on a big plan): the plots read the arrays, and a ``Span`` is made only when one is
+    asked for (``view.spans[i]``, iteration)."""
+
+    __slots__ = ("_label", "end_s", "kind", "phase", "start_s", "track")
+
+    def __init__(
+        self,
+        track: np.ndarray,
+        start_s: np.ndarray,
+        end_s: np.ndarray,
+        kind: np.ndarray,
+        phase: np.ndarray,
+        label: Callable[[int], str] | None = None,
+    ) -> None:
+        self.track = np.asarray(track, dtype=np.int64)
+        self.start_s = np.asarray(start_s, dtype=np.float64)
+        self.end_s = np.asarray(end_s, dtype=np.float64)
+        self.kind = np.asarray(kind, dtype=np.int8)
+        self.phase = np.asarray(phase, dtype=np.int8)
+        self._label = label
+        n = len(self.track)
+        if not all(len(a) == n for a in (self.start_s, self.end_s, self.kind, self.phase)):
+            raise VizError("span columns: track, start, end, kind and phase differ in length")
+        if n and not (np.isfinite(self.start_s).all() and np.isfinite(self.end_s).all()):
+            raise VizError("span columns: start and end must be finite seconds")
+        bad = np.flatnonzero(self.end_s < self.start_s)
+        if len(bad):
+            i = int(bad[0])
+            raise VizError(
+                f"span {self.label(i)!r}: ends ({self.end_s[i]}) before it starts "
+                f"({self.start_s[i]})"
+            )
+        if n and not (self.kind.min() >= 0 and self.kind.max() < len(KINDS)):
+            raise VizError(f"span columns: kind codes must be in [0, {len(KINDS)})")
+        if n and not (self.phase.min() >= 0 and self.phase.max() < len(PHASES)):
+            raise VizError(f"span columns: phase codes must be in [0, {len(PHASES)})")
+
+    @classmethod
+    def of(cls, spans: Sequence[Span]) -> SpanColumns:
+        """The columns of any sequence of spans (itself when it is one)."""
+        if isinstance(spans, SpanColumns):
+            return spans
+        kinds = {k: i for i, k in enumerate(KINDS)}
+        labels = [s.label for s in spans]
+        return cls(
+            np.fromiter((s.track for s in spans), np.int64, count=len(spans)),
+            np.fromiter((s.start_s for s in spans), np.float64, count=len(spans)),
+            np.fromiter((s.end_s for s in spans), np.float64, count=len(spans)),
+            np.fromiter((kinds[s.kind] for s in spans), np.int8, count=len(spans)),
+            np.fromiter((PHASES.index(s.phase) for s in spans), np.int8, count=len(spans)),
+            labels.__getitem__,
+        )
+
+    @property
+    def duration_s(self) -> np.ndarray:
+        return self.end_s - self.start_s
+
+    def label(self, i: int) -> str:
+        return self._label(i) if self._label is not None else ""
+
+    def __len__(self) -> int:
+        return len(self.track)
+
+    def __getitem__(self, i):  # type: ignore[no-untyped-def, override]
+        if isinstance(i, slice):
+            return tuple(self[j] for j in range(*i.indices(len(self))))
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        return Span(
+            int(self.track[i]),
+            float(self.start_s[i]),
+            float(self.end_s[i]),
+            KINDS[self.kind[i]],
+            self.label(i),
+            PHASES[self.phase[i]],
+        )
+
+    def __eq__(self, other: object) -> bool:
+        """Equal to any sequence of the same spans (a tuple of ``Span`` included)."""
+        if not isinstance(other, Sequence):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return f"SpanColumns({len(self)} spans)"
+
+
 @dataclass(frozen=True)
 class TimelineView:
     """Spans on named tracks. ``groups`` (e.g. pipeline stages) and ``track_group``
@@ -256,7 +356,7 @@ class TimelineView:
     show every track samples within each group and never drops a whole group."""
 
     tracks: tuple[str, ...]
-    spans: tuple[Span, ...]
+    spans: Sequence[Span]  # a tuple, or ``SpanColumns`` for many
     step_time_s: float
     title: str = "timeline"
     groups: tuple[str, ...] = ()
@@ -277,12 +377,19 @@ class TimelineView:
                 )
         if not (math.isfinite(self.step_time_s) and self.step_time_s >= 0):
             raise VizError(f"timeline view: step time {self.step_time_s} is not >= 0 seconds")
-        for span in self.spans:
-            if not 0 <= span.track < len(self.tracks):
-                raise VizError(
-                    f"timeline view: span {span.label!r} is on track {span.track} but there "
-                    f"are {len(self.tracks)} tracks"
-                )
+        track = self.columns.track
+        bad = np.flatnonzero((track < 0) | (track >= len(self.tracks)))
+        if len(bad):
+            span = self.spans[int(bad[0])]
+            raise VizError(
+                f"timeline view: span {span.label!r} is on track {span.track} but there "
+                f"are {len(self.tracks)} tracks"
+            )
+
+    @cached_property
+    def columns(self) -> SpanColumns:
+        """The spans as arrays (what the plot reads)."""
+        return SpanColumns.of(self.spans)
 
     def grouped(self) -> list[list[int]]:
         """Track indices per group, in group order (one group of all without groups)."""

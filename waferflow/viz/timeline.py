@@ -12,7 +12,7 @@ from matplotlib.colors import to_rgba
 from matplotlib.patches import Patch
 
 from waferflow.viz import _render as R
-from waferflow.viz.data import Span, SpanKind, TimelineView
+from waferflow.viz.data import KINDS, PHASES, SpanKind, TimelineView
 
 PHASE_COLOURS = {"fwd": "#4c72b0", "bwd": "#dd8452", "opt": "#55a868", "": "#8c8c8c"}
 WAIT_COLOUR = "#f3c4c4"  # stalled on an input or a buffer: a bubble the schedule caused
@@ -53,13 +53,16 @@ def _legend_name(kind: SpanKind, phase: str) -> str:
     return f"{phase or 'other'} {kind.value}{where}"
 
 
+_ACTIVE_CODES = np.array([k in _ACTIVE for k in KINDS])
+
+
 def track_busy(view: TimelineView) -> np.ndarray:
     """Active (compute + send + receive) seconds of each track."""
-    busy = np.zeros(len(view.tracks))
-    for span in view.spans:
-        if span.kind in _ACTIVE:
-            busy[span.track] += span.duration_s
-    return busy
+    cols = view.columns
+    active = _ACTIVE_CODES[cols.kind]
+    return np.bincount(
+        cols.track[active], weights=cols.duration_s[active], minlength=len(view.tracks)
+    )[: len(view.tracks)].astype(np.float64)
 
 
 def busiest_tracks(view: TimelineView, limit: int) -> list[int]:
@@ -121,29 +124,45 @@ def _group_noun(view: TimelineView) -> str:
 def _gaps(bars: list[tuple[float, float]], end: float) -> list[tuple[float, float]]:
     """Intervals of [0, end] that no bar (start, width) covers (bubbles), as (start,
     width)."""
-    out: list[tuple[float, float]] = []
-    t = 0.0
-    for x, w in sorted(bars):
-        if x > t:
-            out.append((t, x - t))
-        t = max(t, x + w)
-    if t < end:
-        out.append((t, end - t))
-    return out
+    x, w = _merged(*_columns(bars), 0.0)
+    starts, ends = _gap_arrays(x, x + w, end)
+    return list(zip(starts.tolist(), (ends - starts).tolist(), strict=True))
+
+
+def _gap_arrays(x: np.ndarray, e: np.ndarray, end: float) -> tuple[np.ndarray, np.ndarray]:
+    """Starts and ends of the gaps in [0, end] between sorted, disjoint bars [x, e]."""
+    lo = np.concatenate([[0.0], e])
+    hi = np.concatenate([x, [end]])
+    keep = hi > lo
+    return lo[keep], hi[keep]
+
+
+def _columns(bars: list[tuple[float, float]]) -> tuple[np.ndarray, np.ndarray]:
+    arr = np.asarray(bars, dtype=np.float64).reshape(-1, 2)
+    return arr[:, 0], arr[:, 1]
+
+
+def _merged(x: np.ndarray, w: np.ndarray, pixel: float) -> tuple[np.ndarray, np.ndarray]:
+    """``merge_bars`` on arrays of starts and widths: sorted by (start, width), a bar
+    that starts less than ``pixel`` after the reach of those before it joins them."""
+    if not len(x):
+        return x, w
+    order = np.lexsort((w, x))
+    x = x[order]
+    reach = np.maximum.accumulate(x + w[order])
+    new = np.ones(len(x), dtype=bool)
+    new[1:] = x[1:] - reach[:-1] >= pixel
+    first = np.flatnonzero(new)
+    last = np.append(first[1:] - 1, len(x) - 1)
+    return x[first], reach[last] - x[first]
 
 
 def merge_bars(bars: list[tuple[float, float]], pixel: float) -> list[tuple[float, float]]:
     """Bars (start, width) that overlap or lie less than ``pixel`` apart, as one bar each:
     at the picture's resolution they are drawn as one anyway, and a step of 10^5 actors
     would otherwise send 10^5 rectangles per track to the renderer."""
-    out: list[tuple[float, float]] = []
-    for x, w in sorted(bars):
-        if out and x - (out[-1][0] + out[-1][1]) < pixel:
-            x0, w0 = out[-1]
-            out[-1] = (x0, max(w0, x + w - x0))
-        else:
-            out.append((x, w))
-    return out
+    x, w = _merged(*_columns(bars), pixel)
+    return list(zip(x.tolist(), w.tolist(), strict=True))
 
 
 def plot_timeline(
@@ -164,9 +183,8 @@ def plot_timeline(
     """
     R.output_path(path)
     shown, sampled = sample_tracks(view, max_tracks)
-    row_of = {t: i for i, t in enumerate(shown)}
     n = len(shown)
-    end = max([view.step_time_s, *(s.end_s for s in view.spans)])
+    end = max(view.step_time_s, float(view.columns.end_s.max(initial=0.0)))
     scale, unit = R.time_unit(end if end > 0 else 1e-9)
     x_end = end * scale if end > 0 else 1.0
 
@@ -174,53 +192,61 @@ def plot_timeline(
     fig = R.new_figure((_WIDTH_IN, height), dpi)
     ax = fig.add_subplot()
 
-    per_row: dict[int, list[Span]] = {i: [] for i in range(n)}
-    for span in view.spans:
-        row = row_of.get(span.track)
-        if row is not None:
-            per_row[row].append(span)
+    # the spans of the tracks shown, by row (spans of tracks not shown are never drawn)
+    cols = view.columns
+    row_map = np.full(len(view.tracks), -1, dtype=np.int64)
+    row_map[shown] = np.arange(n)
+    rows = row_map[cols.track]
+    keep = np.flatnonzero(rows >= 0)
+    rows, kind, phase = rows[keep], cols.kind[keep], cols.phase[keep]
+    x0, x1 = cols.start_s[keep] * scale, cols.end_s[keep] * scale
+    # spans of one row and (kind, phase) next to each other
+    order = np.lexsort((phase, kind, rows))
+    rows, kind, phase, x0, x1, keep = (a[order] for a in (rows, kind, phase, x0, x1, keep))
 
     # bars closer than a pixel of the figure merge (the axes are narrower: conservative)
     pixel = x_end * 1.01 / (_WIDTH_IN * dpi)
 
     handles: list[Patch] = []
     if shade_idle:
-        shaded: list[tuple[float, float, float, float]] = []
-        for row, spans in per_row.items():
-            active = [(s.start_s, s.duration_s) for s in spans if s.kind in _ACTIVE]
-            # gaps narrower than a pixel would not show
-            gaps = [
-                g for g in _gaps(merge_bars(active, pixel / scale), end) if g[1] * scale >= pixel
-            ]
-            shaded += [(a * scale, w * scale, row - 0.44, 0.88) for a, w in gaps]
-        if shaded:
-            _add_bars(ax, shaded, facecolors=GAP_COLOUR, edgecolors="#d0d0d0", linewidth=0.3,
-                      hatch="////", zorder=0)  # fmt: skip
+        shaded: list[np.ndarray] = []
+        active = _ACTIVE_CODES[kind]
+        bounds = np.searchsorted(rows[active], np.arange(n + 1))
+        ax0, ax1 = x0[active], x1[active]
+        for row in range(n):
+            a, b = bounds[row], bounds[row + 1]
+            x, w = _merged(ax0[a:b], ax1[a:b] - ax0[a:b], pixel)
+            g0, g1 = _gap_arrays(x, x + w, end * scale)
+            wide = g1 - g0 >= pixel  # gaps narrower than a pixel would not show
+            shaded.append(_rects(g0[wide], g1[wide] - g0[wide], row - 0.44, 0.88))
+        if shaded and sum(len(r) for r in shaded):
+            _add_bars(ax, np.concatenate(shaded), facecolors=GAP_COLOUR, edgecolors="#d0d0d0",
+                      linewidth=0.3, hatch="////", zorder=0)  # fmt: skip
         handles.append(
             Patch(facecolor=GAP_COLOUR, edgecolor="#b0b0b0", hatch="////", label="idle gap")
         )
 
     # one collection per (kind, phase): few artists even for many spans
-    groups: dict[tuple[SpanKind, str], dict[int, list[tuple[float, float]]]] = {}
-    for row, spans in per_row.items():
-        for s in spans:
-            bars = groups.setdefault((s.kind, s.phase), {}).setdefault(row, [])
-            bars.append((s.start_s * scale, s.duration_s * scale))
-    kind_order = list(SpanKind)
-    for kind, phase in sorted(groups, key=lambda g: (kind_order.index(g[0]), g[1])):
-        y0, dy = _LANES[kind]
-        colour = _colour(kind, phase)
-        zorder = 1 if kind in (SpanKind.WAIT, SpanKind.IDLE) else 3
-        rects = [
-            (x, w, row + y0, dy)
-            for row, bars in sorted(groups[(kind, phase)].items())
-            for x, w in merge_bars(bars, pixel)
-        ]
-        _add_bars(ax, rects, facecolors=colour, linewidth=0, zorder=zorder)
-        handles.append(Patch(facecolor=colour, label=_legend_name(kind, phase)))
+    key = (kind.astype(np.int64) * len(PHASES) + phase) * (n + 1) + rows
+    cuts = np.flatnonzero(np.diff(key)) + 1
+    groups: dict[tuple[int, int], list[np.ndarray]] = {}
+    for a, b in zip(np.r_[0, cuts], np.r_[cuts, len(key)], strict=True):
+        if a == b:
+            continue
+        x, w = _merged(x0[a:b], x1[a:b] - x0[a:b], pixel)
+        k, ph, row = int(kind[a]), int(phase[a]), int(rows[a])
+        y0, dy = _LANES[KINDS[k]]
+        groups.setdefault((k, ph), []).append(_rects(x, w, row + y0, dy))
+    for k, ph in sorted(groups, key=lambda g: (g[0], PHASES[g[1]])):
+        kind_k, phase_name = KINDS[k], PHASES[ph]
+        colour = _colour(kind_k, phase_name)
+        zorder = 1 if kind_k in (SpanKind.WAIT, SpanKind.IDLE) else 3
+        _add_bars(ax, np.concatenate(groups[k, ph]), facecolors=colour, linewidth=0,
+                  zorder=zorder)  # fmt: skip
+        handles.append(Patch(facecolor=colour, label=_legend_name(kind_k, phase_name)))
 
     if n <= 24:
-        _label_spans(ax, per_row, scale, x_end)
+        _label_spans(ax, view, shown, scale, x_end)
     if view.groups:
         _draw_groups(ax, view, shown)
     if view.step_time_s > 0:
@@ -253,10 +279,17 @@ def plot_timeline(
     return R.save(fig, path, dpi)
 
 
-def _add_bars(ax: Axes, rects: list[tuple[float, float, float, float]], **style: Any) -> None:
-    """Rectangles ``(x, width, y, height)`` as one collection (what ``broken_barh`` draws
-    for one row, for all rows at once)."""
-    verts = [[(x, y), (x, y + h), (x + w, y + h), (x + w, y)] for x, w, y, h in rects]
+def _rects(x: np.ndarray, w: np.ndarray, y: float, h: float) -> np.ndarray:
+    """Rectangles (x, width, y, height) as rows of an array."""
+    return np.column_stack([x, w, np.full(len(x), y), np.full(len(x), h)])
+
+
+def _add_bars(ax: Axes, rects: np.ndarray, **style: Any) -> None:
+    """Rectangles (rows ``x, width, y, height``) as one collection (what ``broken_barh``
+    draws for one row, for all rows at once)."""
+    x, w, y, h = rects.T
+    verts = np.stack([np.column_stack(c) for c in ((x, y), (x, y + h), (x + w, y + h),
+                                                   (x + w, y))], axis=1)  # fmt: skip
     ax.add_collection(PolyCollection(verts, **style), autolim=False)
 
 
@@ -282,26 +315,38 @@ def _draw_groups(ax: Axes, view: TimelineView, shown: list[int]) -> None:
         first = row
 
 
-def _label_spans(ax: Axes, per_row: dict[int, list[Span]], scale: float, x_end: float) -> None:
+def _label_spans(
+    ax: Axes, view: TimelineView, shown: list[int], scale: float, x_end: float
+) -> None:
     """Name the wide compute spans inside their bars (few tracks only)."""
+    cols = view.columns
+    row_of = {t: i for i, t in enumerate(shown)}
+    compute = KINDS.index(SpanKind.COMPUTE)
+    wide = (cols.kind == compute) & (cols.duration_s * scale >= 0.06 * x_end)
+    # row by row, in the spans' order within a row
+    picks = sorted(
+        (row_of[t], i)
+        for i, t in zip(np.flatnonzero(wide).tolist(), cols.track[wide].tolist(), strict=True)
+        if t in row_of
+    )
     written = 0
-    for row, spans in per_row.items():
-        for s in spans:
-            width = s.duration_s * scale
-            if s.kind is not SpanKind.COMPUTE or not s.label or width < 0.06 * x_end:
-                continue
-            chars = max(3, int(60 * width / x_end))
-            ax.text(
-                (s.start_s + s.duration_s / 2) * scale,
-                row,
-                R.shorten(s.label, chars),
-                ha="center",
-                va="center",
-                fontsize=6,
-                color="white",
-                zorder=4,
-                clip_on=True,
-            )
-            written += 1
-            if written >= _MAX_SPAN_TEXTS:
-                return
+    for row, i in picks:
+        label = cols.label(i)
+        if not label:
+            continue
+        width = (cols.end_s[i] - cols.start_s[i]) * scale
+        chars = max(3, int(60 * width / x_end))
+        ax.text(
+            (cols.start_s[i] + (cols.end_s[i] - cols.start_s[i]) / 2) * scale,
+            row,
+            R.shorten(label, chars),
+            ha="center",
+            va="center",
+            fontsize=6,
+            color="white",
+            zorder=4,
+            clip_on=True,
+        )
+        written += 1
+        if written >= _MAX_SPAN_TEXTS:
+            return
