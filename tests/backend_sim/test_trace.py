@@ -285,3 +285,17 @@ def test_the_text_is_what_json_dumps_writes(tmp_path: Path) -> None:
     assert text == json.dumps(json.loads(text), separators=(",", ":")) + "\n"
     names = {e["name"] for e in json.loads(text)["traceEvents"]}
     assert {'a "0" \\ ✓', "b\n1"} <= names
+
+
+def test_a_flow_from_a_one_picosecond_slice_stays_inside_it() -> None:
+    """A send sits at the end of a slice too short to hold it further inside; written
+    in microseconds, ts + dur of that slice (0.392207 + 0.000001) rounds an ulp below
+    its end (0.392208): the send is clamped so that it still binds to the slice (a
+    hypothesis example found it)."""
+    w = wafer(1, 2, peak=1e12)
+    plan = Plan.build(
+        "edge", "test", [actor(0, 1, 392207), actor(1, 1, 1), actor(2, 0)], [Message(0, 1, 2, 0)]
+    )
+    res = simulate(plan, w)
+    assert (res.actor_start_ps[1], res.actor_end_ps[1]) == (392207, 392208)
+    check_format(chrome_trace(res)["traceEvents"])

@@ -166,8 +166,12 @@ def _flow_events(result: SimResult) -> Iterator[str]:
     end = np.asarray(result.actor_end_ps, dtype=np.int64)
     sent = end[src] - np.minimum(_FLOW_EDGE_PS, (end[src] - start[src]) // 2)
     taken = start[dst] + np.minimum(_FLOW_EDGE_PS, (end[dst] - start[dst]) // 2)
+    # a slice of a picosecond or two leaves no room inside: the send sits at its end,
+    # which a reader finds as ts + dur of the written microseconds; that sum can round
+    # an ulp below the end's own microseconds, so the send is clamped to it
+    sent_us = np.minimum(sent / 1e6, start[src] / 1e6 + (end[src] - start[src]) / 1e6)
     for m, sc, dc, t0, t1 in zip(
-        ids.tolist(), core[src].tolist(), core[dst].tolist(), _us_list(sent), _us_list(taken),
+        ids.tolist(), core[src].tolist(), core[dst].tolist(), sent_us.tolist(), _us_list(taken),
         strict=True,
     ):  # fmt: skip
         yield (
