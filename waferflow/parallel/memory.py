@@ -218,21 +218,14 @@ def _core(
             old = resident.get(name)
             if old is None or old[0] < nbytes:
                 resident[name] = (nbytes, c)
+        touched = []  # the buffers this actor makes or reads
         for key, nbytes, c in m.produces:
             b = bufs.get(key)
             if b is None:
                 b = bufs[key] = [pos, nbytes, c, pos, -1, -1, -1, forward]
             elif b[1] < nbytes:
                 b[1] = nbytes
-            b[3] = pos
-            if backward:
-                b[6] = pos
-                if b[5] < 0:
-                    b[5] = pos
-            else:
-                b[4] = pos
-        if not m.uses:
-            continue
+            touched.append(b)
         received = m.received
         for key in m.uses:
             b = bufs.get(key)
@@ -241,6 +234,8 @@ def _core(
                 if nbytes is None:
                     continue  # produced elsewhere and not held here
                 b = bufs[key] = [pos, nbytes, "activations", pos, -1, -1, -1, False]
+            touched.append(b)
+        for b in touched:
             b[3] = pos
             if backward:
                 b[6] = pos
