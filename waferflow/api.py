@@ -541,9 +541,11 @@ def check_inputs(
 ) -> None:
     """What ``compile`` checks before it imports torch or traces anything: the model
     name (a did-you-mean for a typo), the plan string, the mode, optimizer and dtype,
-    and, for a zoo model, that the whole wafer's SRAM can hold its weights (and, to
-    train, its gradients and optimizer state: ``parallel.capacity``)."""
+    ``$WAFERFLOW_PLACE_JOBS``, and, for a zoo model, that the whole wafer's SRAM can
+    hold its weights (and, to train, its gradients and optimizer state:
+    ``parallel.capacity``)."""
     from waferflow.parallel.capacity import StateBytes, check_capacity, plan_copies
+    from waferflow.workers import jobs_from_env
 
     for what, value, allowed in (
         ("mode", mode, ("infer", "train")),
@@ -554,6 +556,7 @@ def check_inputs(
             names = ", ".join(str(a) for a in allowed if a is not None)
             raise ConfigError(f"{what} {short(value)}: use one of {names}")
     dp, zero = plan_copies(plan)  # parses the plan: a PlanError names a bad key
+    jobs_from_env()  # a bad $WAFERFLOW_PLACE_JOBS, before any work
     if not isinstance(model, str | Path):
         return
     params = param_count(str(model))  # a TraceError with a did-you-mean for a typo

@@ -40,6 +40,22 @@ CAN_FORK = sys.platform.startswith("linux") and hasattr(os, "fork")
 PLACE_JOBS_ENV = "WAFERFLOW_PLACE_JOBS"
 
 
+def jobs_from_env() -> int | None:
+    """``$WAFERFLOW_PLACE_JOBS`` as a number of processes (None when unset); a
+    ``ConfigError`` for anything but a whole number >= 1."""
+    env = os.environ.get(PLACE_JOBS_ENV, "").strip()
+    if not env:
+        return None
+    if not env.isdigit() or int(env) < 1:
+        from waferflow.errors import ConfigError
+
+        raise ConfigError(
+            f"{PLACE_JOBS_ENV}={env!r}: give a whole number of processes >= 1 "
+            "(or unset it: as many as there are CPUs for a large plan)"
+        )
+    return int(env)
+
+
 def usable_cpus() -> int:
     """The CPUs this process may run on (its affinity, else the machine's count)."""
     try:
@@ -145,4 +161,4 @@ def _kill(child: tuple[int, int]) -> None:
         os.close(r)
 
 
-__all__ = ["CAN_FORK", "PLACE_JOBS_ENV", "fork_map", "usable_cpus"]
+__all__ = ["CAN_FORK", "PLACE_JOBS_ENV", "fork_map", "jobs_from_env", "usable_cpus"]

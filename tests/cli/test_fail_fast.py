@@ -69,6 +69,15 @@ def test_refused_before_torch_is_imported(argv: list[str], message: str) -> None
     assert err.rstrip().endswith(f"NO-TORCH {EXIT_USER_ERROR}")
 
 
+def test_a_bad_place_jobs_variable_is_refused_before_torch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("WAFERFLOW_PLACE_JOBS", "0")
+    _, _, err = run_fresh("compile", "hf:gpt2", "--wafer", "mesh16x16", "--plan", "dp=2")
+    assert "WAFERFLOW_PLACE_JOBS='0': give a whole number of processes >= 1" in err
+    assert err.rstrip().endswith(f"NO-TORCH {EXIT_USER_ERROR}")
+
+
 def test_output_under_a_file_is_refused_in_words(tmp_path: Path) -> None:
     (tmp_path / "afile").write_text("x")
     _, _, err = run_fresh("compile", "hf:gpt2", "--wafer", "mesh16x16", "-o",

@@ -4,14 +4,13 @@ the comparison table (``str(PlacedResult)``). Used by ``waferflow.passes.place``
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from waferflow.backend_sim import Run, SimConfig, run_plan
 from waferflow.backend_sim.analytic import estimate_step
-from waferflow.errors import ConfigError, PlanError
+from waferflow.errors import PlanError
 from waferflow.ir.plan import Plan
 from waferflow.ir.summary import human_time
 from waferflow.ir.target.wafer import Wafer
@@ -19,7 +18,7 @@ from waferflow.mapper.bridge import Traffic
 from waferflow.mapper.placement import DeadCores, ObjectiveWeights, SolveOptions, SolveReport
 from waferflow.parallel.driver import ParallelResult
 from waferflow.parallel.layout import Layout
-from waferflow.workers import PLACE_JOBS_ENV, usable_cpus
+from waferflow.workers import jobs_from_env, usable_cpus
 
 SIMULATE_LIMIT = 250_000  # actors: above this, evaluate="auto" uses the analytic estimate
 # actors: from this size on, candidates are built on several processes by default (a
@@ -90,14 +89,9 @@ class PlaceOptions:
         ``jobs``, else ``$WAFERFLOW_PLACE_JOBS``, else by the plan's size."""
         if self.jobs is not None:
             return self.jobs
-        env = os.environ.get(PLACE_JOBS_ENV, "").strip()
-        if env:
-            if not env.isdigit() or int(env) < 1:
-                raise ConfigError(
-                    f"{PLACE_JOBS_ENV}={env!r}: give a whole number of processes >= 1 "
-                    "(or unset it: as many as there are CPUs for a large plan)"
-                )
-            return int(env)
+        env = jobs_from_env()
+        if env is not None:
+            return env
         return usable_cpus() if actors >= PARALLEL_ACTORS else 1
 
     def solve_options(self, share: float, export: bool = True) -> SolveOptions:
