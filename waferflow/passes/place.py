@@ -154,7 +154,6 @@ class _Built:
     records: list[Any]
     memory: MemoryReport
     run: Run | None = None  # its simulation, when it was simulated
-    key: tuple[int, float, float, int] = (1, math.inf, math.inf, 0)  # _Figures.key
 
 
 @dataclass
@@ -345,26 +344,19 @@ class _Parallel:
             share = -(-len(ranked) // jobs)
             mine, rest = ranked[:share], ranked[share:]
             theirs = [rest[i :: jobs - 1] for i in range(jobs - 1)] if jobs > 1 else []
-            kept: dict[int, _Built] = {}  # the best of those built here
 
-            def run(t: _Pending) -> _Figures:
+            def run(t: _Pending) -> _Figures:  # recorded here; a worker's record is lost
                 figures, built = self.evaluate(t)
-                built.key = figures.key(t.idx)
-                best = next(iter(kept.values()), None)
-                if best is None or built.key < best.key:
-                    kept.clear()
-                    kept[t.idx] = built
+                self.record(t, figures, built)
                 self.finished()
                 return figures
 
-            here, there = fork_map(mine, theirs, run)
+            _, there = fork_map(mine, theirs, run)
             if theirs and self.shown is not None:
                 self.shown.advance(len(rest))
-            got = dict(zip([t.idx for t in mine], here, strict=True))
-            for ts, fs in zip(theirs, there, strict=True):
-                got.update(zip([t.idx for t in ts], fs, strict=True))
-            for t in sorted(todo, key=lambda t: t.idx):
-                self.record(t, got[t.idx], kept.get(t.idx))
+            for ts, fs in zip(theirs, there, strict=True):  # the best is the least key:
+                for t, f in zip(ts, fs, strict=True):  # the order of records is free
+                    self.record(t, f, None)
         for idx, same, note in self.aliases:
             first = self.candidates[same]
             assert first is not None
