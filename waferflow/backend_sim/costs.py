@@ -106,15 +106,15 @@ def actor_passes(actor: Actor, wafer: Wafer) -> list[PassTime]:
 def core_ps(actor: Actor, wafer: Wafer) -> int:
     """An actor on the wafer's core model: the sum of its passes' cycles
     (``actor_passes``), in picoseconds."""
-    cycles = sum(p.cycles for p in actor_passes(actor, wafer))
-    return duration_ps(cycles, wafer.clock_hz)
+    return _sum_ps(actor_passes(actor, wafer), wafer.clock_hz)
 
 
 class ActorTimes:
     """``compute_ps`` and ``actor_passes`` over the actors of one plan, each distinct
     piece of work timed once: equal work (the same passes, dtype and node capacity)
-    takes equal time, and a plan of a hundred thousand actors holds a few thousand
-    distinct ones (every rank of a shard, every micro-batch, every all-reduce step).
+    takes equal time, and a plan of a hundred thousand actors holds few distinct ones
+    (every rank of a shard, every micro-batch, every all-reduce step of one shape: the
+    demo's 147,408 actors hold 82).
     Lookups go by the identity of an actor's ``work`` tuple first (the actors of one
     op share it), so only lookups that miss hash the passes. Holds only while the
     actors it saw are alive: make one per plan."""
