@@ -182,7 +182,12 @@ class _Assembler(Transfers, ShiftAndSwitch):
         self.coll_steps: dict[int, list[list[int]]] = {}
         self.coll_final: dict[int, list[int]] = {}
         self.records: dict[tuple[str, str, str, str, int, int], int] = {}
-        self.step_need: dict[int, float] = {}  # step actor -> estimated transfer seconds
+        # per collective instance: its steps (those of every member, ascending) with the
+        # estimated transfer seconds of each (the most any member receives), and per
+        # member its step actors by step; ``_order`` releases a spread collective's steps
+        # by these, so that every member of the group decides alike
+        self.coll_need: dict[int, list[tuple[int, float]]] = {}
+        self.coll_at: dict[int, list[dict[int, int]]] = {}
         self.acc_flops: dict[int, int] = {}  # compute actor -> FLOPs adding into accumulators
         self.m = prog.microbatches
         self.init_extras()
@@ -474,12 +479,15 @@ class _Assembler(Transfers, ShiftAndSwitch):
         bw, lat = link.bandwidth, hops * link.latency
         phase, kind, module, stage = op.phase, op.kind, op.prov.module, ci.stage
         dep_keys = [[k for _, k in d] for d in deps]
-        acts, metas, step_need, step_work = self.acts, self.meta, self.step_need, self._step_work
+        acts, metas, step_work = self.acts, self.meta, self._step_work
+        need: dict[int, float] = {}
+        at: list[dict[int, int]] = [{} for _ in ci.ranks]
 
         def new(member: int, step: int, label: str, got: int, reduced: int) -> int:
             rank = ci.ranks[member]
             aid = len(acts)
-            step_need[aid] = got / bw + lat
+            need[step] = max(need.get(step, 0.0), got / bw + lat)
+            at[member][step] = aid
             actor = f"{name}.r{rank}.{label}"
             a = _A(actor, ci.cores[member], reduced // itemsize, 2 * reduced + (got - reduced),
                    got, dtype, phase, kind, module, 0, 0, stage, mb, layer)  # fmt: skip
@@ -542,6 +550,8 @@ class _Assembler(Transfers, ShiftAndSwitch):
                 self.msgs.append((src, steps[member][0], 0, True))
         self.coll_steps[index] = steps
         self.coll_final[index] = final
+        self.coll_need[index] = sorted(need.items())
+        self.coll_at[index] = at
 
     def _position(self, v: Value) -> int:
         prod = v.producer
@@ -555,40 +565,85 @@ class _Assembler(Transfers, ShiftAndSwitch):
         """Each core's actors. The steps of a spread (gradient) collective wait in a
         queue: a step joins the order once the compute actors placed since the
         previous step are estimated to take as long as the step's transfer (so the
-        core does not stall on it); whatever is left runs before block L. Every rank
-        of a group sees the same items and estimates, so all place them alike."""
+        core does not stall on it); whatever is left runs before block L.
+
+        Every member of a group must place a spread step alike relative to the
+        group's other collectives, or two members wait on each other (a deadlock).
+        Groups overlap (a rank's tensor- and data-parallel groups), so every rank of a
+        stage must decide alike: the queue holds the steps of the collective across
+        the stage, not the member's, each with the most any rank of the stage receives
+        in it (a rank with no actor in a step lets it pass), and a compute actor counts
+        the most any rank of its stage takes for it (uneven shards). Every rank of a
+        stage sees the same items, so all decide alike."""
         order: dict[int, list[int]] = {}
-        seconds = self.memo.seconds
+        seconds = self._credit_seconds()
+        need, at = self._stage_need(), self.coll_at
         for core, items in self.p.items.items():
             ids: list[int] = []
-            queue: deque[int] = deque()
+            queue: deque[tuple[float, int, dict[int, int]]] = deque()
             credit = 0.0
             for it in items:
                 if it.spread:
                     if not queue:
                         credit = 0.0
-                    queue.extend(self.coll_steps[it.coll][it.member])
+                    mine = at[it.coll][it.member]
+                    queue.extend((t, j, mine) for j, t in need[it.coll])
                     continue
                 if it.late:
-                    ids.extend(queue)
+                    ids.extend(_released(queue))
                     queue.clear()
                 if it.actor >= 0:
                     aid = self.compute_id[it.actor]
                     if aid in self._placed:
                         continue
                     ids.append(aid)
-                    t = seconds.get(aid)
-                    if t is None:
-                        t = seconds[aid] = self._seconds(aid)
-                    credit += t
-                    while queue and credit >= self.step_need.get(queue[0], 0.0):
-                        ids.append(queue.popleft())
+                    credit += seconds[aid]
+                    while queue and credit >= queue[0][0]:
+                        _, j, mine = queue.popleft()
+                        if j in mine:
+                            ids.append(mine[j])
                         credit = 0.0
                 else:
                     ids.extend(self._steps_of(it))
-            ids.extend(queue)
+            ids.extend(_released(queue))
             order[core] = ids
         return order
+
+    def _stage_need(self) -> dict[int, list[tuple[int, float]]]:
+        """Per collective instance, its steps with the most any group of its stage
+        (the same op and micro-batch) receives in each."""
+        colls = self.p.collectives
+        most: dict[tuple[int, int, str, int], dict[int, float]] = {}
+        for index, steps in self.coll_need.items():
+            ci = colls[index]
+            got = most.setdefault((id(ci.op), ci.stage, str(ci.block), ci.instance), {})
+            for j, t in steps:
+                if t > got.get(j, -1.0):
+                    got[j] = t
+        out: dict[int, list[tuple[int, float]]] = {}
+        for index in self.coll_need:
+            ci = colls[index]
+            out[index] = sorted(most[(id(ci.op), ci.stage, str(ci.block), ci.instance)].items())
+        return out
+
+    def _credit_seconds(self) -> dict[int, float]:
+        """Per compute actor, the roofline seconds ``_order`` counts for it: the most
+        any rank of its stage takes for the same work (kept in the memo: the same for
+        every layout)."""
+        seconds = self.memo.seconds
+        if seconds:
+            return seconds
+        most: dict[tuple[int, int, str, int], float] = {}
+        keys = []
+        for spec, aid in zip(self.p.actors, self.compute_id, strict=True):
+            key = (spec.stage, id(spec.group), str(spec.block), spec.instance)
+            t = self._seconds(aid)
+            if t > most.get(key, -1.0):
+                most[key] = t
+            keys.append((aid, key))
+        for aid, key in keys:
+            seconds[aid] = most[key]
+        return seconds
 
     def _seconds(self, aid: int) -> float:
         """Roofline estimate of a compute actor (for placing overlapped steps)."""
@@ -806,6 +861,11 @@ def _relocated(a: _A, core: int) -> _A:
     return _A(a.name, core, a.flops, a.bytes_read, a.bytes_written, a.dtype, a.phase,
               a.op_kind, a.module, a.mem_bytes, a.out_bytes, a.stage, a.microbatch, a.layer,
               list(a.work))  # fmt: skip
+
+
+def _released(queue: deque[tuple[float, int, dict[int, int]]]) -> list[int]:
+    """The step actors of a queue of group steps that this member has."""
+    return [mine[j] for _, j, mine in queue if j in mine]
 
 
 def _span(cores: tuple[int, ...], cols: int) -> int:
