@@ -364,6 +364,7 @@ def _timed(timings: list[StepTiming], step: str, progress: Callable[[str], None]
     timings.append(StepTiming(step, time.perf_counter() - start))
 
 
+@gc_paused()  # millions of objects and no cycles to find: see waferflow.perf
 def compile(
     model: Any,
     example_inputs: Any = None,

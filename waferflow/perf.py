@@ -6,6 +6,11 @@ collector. Left on, that collector re-scans every live object on each full colle
 which roughly doubled the time of plan assembly (measured on ``make demo``'s plan:
 1.96 s instead of 4.1 s without it). ``gc_paused`` turns it off for one such phase;
 reference counting still frees everything as usual, and the collector resumes after.
+What survives the phase goes straight to the oldest generation, so the first young
+collection after it does not scan it all. ``waferflow.compile`` runs paused as a whole:
+on ``make demo``'s compile and report the collector took 5.5 s of about 30 (tracing
+included), and 0.03 s once paused (peak RSS unchanged, 1.54 GB; measured with
+``gc.callbacks``).
 """
 
 from __future__ import annotations
@@ -24,6 +29,12 @@ def gc_paused() -> Iterator[None]:
         yield
     finally:
         if was:
+            # what survived the block is long-lived: move it to the oldest generation at
+            # once (freeze, then unfreeze puts it there), or the first young collection
+            # after the block scans every object the block made (1.5 s after placing
+            # the demo); a full collection still finds any cycle among them later
+            gc.freeze()
+            gc.unfreeze()
             gc.enable()
 
 
