@@ -24,6 +24,12 @@ run) with its events per CPU second, and the ratio of the compile (trace to plac
 to that simulation; target at most 3x on the demo. The machine's load average is
 printed, since wall times depend on it.
 
+Every case starts with an empty trace cache (``$WAFERFLOW_CACHE_DIR`` set to a new
+folder), so its trace is cold: torch, transformers and ``torch.export`` included. For the
+demo, one more line times ``trace_model`` alone in a fresh process twice, on one new
+cache folder: first cold (which fills it), then warm (which reads the IR text back and
+imports no torch); ``trace (warm cache)`` gives the warm run with the cold one beside it.
+
 Run: ``.venv/bin/python benchmarks/bench_e2e.py`` (``--only NAME`` for one case).
 """
 
@@ -149,11 +155,48 @@ def run_case(case: Case, workdir: Path) -> dict:
     }  # fmt: skip
 
 
-def _child(name: str) -> int:
+def trace_only(case: Case) -> dict:
+    """``trace_model`` of the case in this (fresh) process, imports included."""
+    t0, c0 = time.perf_counter(), _cpu()
+    from waferflow.frontend import trace_model
+
+    trace_model(case.model, mode=case.mode, batch=case.batch, seq=case.seq, dtype=case.dtype)
+    return {"wall": time.perf_counter() - t0, "cpu": _cpu() - c0, "torch": "torch" in sys.modules}
+
+
+def _child(name: str, only_trace: bool = False) -> int:
     case = next(c for c in CASES if c.name == name)
+    if only_trace:
+        print(json.dumps(trace_only(case)))
+        return 0
     with tempfile.TemporaryDirectory() as tmp:
         print(json.dumps(run_case(case, Path(tmp))))
     return 0
+
+
+def _run_child(args: list[str], cache: Path) -> subprocess.CompletedProcess[str]:
+    """This script in a fresh process with ``cache`` as its trace cache."""
+    env = {**os.environ, "WAFERFLOW_CACHE_DIR": str(cache)}
+    return subprocess.run(
+        [sys.executable, __file__, *args], capture_output=True, text=True, check=False, env=env
+    )
+
+
+def _warm_trace_line(case: Case) -> str:
+    """Cold, then warm: ``trace_model`` alone in two fresh processes on one new cache."""
+    runs = []
+    with tempfile.TemporaryDirectory() as cache:
+        for _ in range(2):
+            proc = _run_child(["--trace-only", case.name], Path(cache))
+            if proc.returncode != 0:
+                return f"  trace (warm cache): FAILED\n{proc.stderr[-2000:]}"
+            runs.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    cold, warm = runs
+    torch = "torch imported" if warm["torch"] else "no torch import"
+    return (
+        f"  {'trace (warm cache)':<20} {warm['wall']:8.2f} s wall {warm['cpu']:8.2f} s CPU"
+        f"   (a fresh process, {torch}; cold: {cold['wall']:.2f} s wall {cold['cpu']:.2f} s CPU)"
+    )
 
 
 def _row(case: Case, r: dict) -> list[str]:
@@ -183,26 +226,32 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", help="one case by name")
     ap.add_argument("--case", help=argparse.SUPPRESS)  # internal: run one case here
+    ap.add_argument("--trace-only", help=argparse.SUPPRESS)  # internal: trace one case here
     args = ap.parse_args(argv)
     if args.case:
         return _child(args.case)
+    if args.trace_only:
+        return _child(args.trace_only, only_trace=True)
     load = os.getloadavg()
     print(f"load average at start: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} "
           f"({os.cpu_count()} CPUs); wall times depend on it, CPU times less")  # fmt: skip
+    print("trace cache: cold (each case starts with an empty cache folder)")
     failed = 0
     for case in CASES:
         if args.only and case.name != args.only:
             continue
-        proc = subprocess.run(
-            [sys.executable, __file__, "--case", case.name], capture_output=True, text=True,
-            check=False,
-        )  # fmt: skip
+        with tempfile.TemporaryDirectory() as cache:  # empty: the trace is cold
+            proc = _run_child(["--case", case.name], Path(cache))
         if proc.returncode != 0:
             failed += 1
             print(f"{case.name}: FAILED\n{proc.stderr[-2000:]}")
             continue
         result = json.loads(proc.stdout.strip().splitlines()[-1])
         print("\n".join(_row(case, result)), flush=True)
+        if case.outputs:  # the demo
+            line = _warm_trace_line(case)
+            failed += "FAILED" in line
+            print(line, flush=True)
     load = os.getloadavg()
     print(f"load average at end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     return 1 if failed else 0

@@ -1,10 +1,11 @@
-"""Zoo models are traced once per process; every call gets its own graph."""
+"""Zoo models are traced once per process; every call gets its own graph. (Across
+processes, on disk: test_disk_cache.py.)"""
 
 from __future__ import annotations
 
 import pytest
 
-from waferflow.frontend import cache, clear_trace_cache, trace_model
+from waferflow.frontend import clear_trace_cache, trace_model, zoo
 from waferflow.ir import print_graph
 from waferflow.ir.opkind import OpKind
 
@@ -12,15 +13,16 @@ from waferflow.ir.opkind import OpKind
 def test_a_zoo_model_is_traced_once_and_handed_out_as_copies(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.setenv("WAFERFLOW_CACHE_DIR", "off")  # this process's cache alone
     clear_trace_cache()
     loads: list[str] = []
-    real = cache.load_model
+    real = zoo.load_model
 
     def counting(spec: str, **kw: object) -> object:
         loads.append(spec)
         return real(spec, **kw)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(cache, "load_model", counting)
+    monkeypatch.setattr(zoo, "load_model", counting)
     a = trace_model("hf:gpt2-tiny", mode="train", batch=2, seq=16)
     b = trace_model("hf:gpt2-tiny", mode="train", batch=2, seq=16)
     assert loads == ["hf:gpt2-tiny"]

@@ -1,22 +1,24 @@
-"""Zoo models traced once per process: ``trace_model``.
+"""Zoo models traced once: ``trace_model``.
 
 A sweep or a notebook compiles the same model many times (other wafers, plans, pass
 pipelines); tracing it is the slow part of the front end (seconds for GPT-2, more for
 the large configs). Graphs of ``hf:`` and ``cnn:`` models, whose configs live in code,
 are kept by everything that shapes the trace: (spec, mode, optimizer, batch, seq,
-dtype, name, moe_skew). Each call hands out a copy, since passes rewrite graphs in place. Models
+dtype, name, moe_skew). They are kept in this process (``CACHE_SIZE`` graphs; each call
+hands out a copy, since passes rewrite graphs in place) and on disk for the next
+process (``disk_cache``: a hit there imports neither torch nor transformers). Models
 from files (``path.py:factory``) are traced every time: the file may have changed.
 """
 
 from __future__ import annotations
 
-from waferflow.frontend.tracer import trace
-from waferflow.frontend.zoo import load_model
+from waferflow.frontend import disk_cache
+from waferflow.frontend.catalog import canonical_model
+from waferflow.frontend.disk_cache import TraceKey
 from waferflow.ir.graph import Graph
 
-_Key = tuple[str, str, str, int | None, int | None, str | None, str | None, float]
-_TRACED: dict[_Key, Graph] = {}
-CACHE_SIZE = 8  # graphs kept (the oldest is dropped first)
+_TRACED: dict[TraceKey, Graph] = {}
+CACHE_SIZE = 8  # graphs kept in this process (the oldest is dropped first)
 
 
 def trace_model(
@@ -31,10 +33,20 @@ def trace_model(
     moe_skew: float = 1.0,
 ) -> Graph:
     """``trace(load_model(spec, ...))`` with the bundle's loss; cached for zoo models."""
-    key = (spec, mode, optimizer, batch, seq, dtype, name, moe_skew)
-    cached = _TRACED.get(key)
+    spec = canonical_model(spec)  # HF:GPT2 is hf:gpt2; a typo fails here, without torch
+    key = TraceKey(spec, mode, optimizer, batch, seq, dtype, name, moe_skew)
+    zoo = spec.partition(":")[0] in ("hf", "cnn")
+    cached = _TRACED.get(key) if zoo else None
+    if cached is None and zoo:
+        cached = disk_cache.load(key)
+        if cached is not None:
+            _remember(key, cached)
     if cached is not None:
         return cached.clone()
+    # torch only now: a cache hit never imports it
+    from waferflow.frontend.tracer import trace
+    from waferflow.frontend.zoo import load_model
+
     bundle = load_model(spec, batch=batch, seq=seq, dtype=dtype)
     graph = trace(
         bundle.module,
@@ -45,15 +57,21 @@ def trace_model(
         name=name or bundle.name,
         moe_skew=moe_skew,
     )
-    if spec.partition(":")[0] in ("hf", "cnn"):
-        if len(_TRACED) >= CACHE_SIZE:
-            del _TRACED[next(iter(_TRACED))]
-        _TRACED[key] = graph.clone()
+    if zoo:
+        _remember(key, graph.clone())
+        disk_cache.store(key, graph)
     return graph
 
 
+def _remember(key: TraceKey, graph: Graph) -> None:
+    if len(_TRACED) >= CACHE_SIZE:
+        del _TRACED[next(iter(_TRACED))]
+    _TRACED[key] = graph
+
+
 def clear_trace_cache() -> None:
-    """Forget every cached graph."""
+    """Forget every graph kept in this process (the disk cache stays: see
+    ``disk_cache``; ``WAFERFLOW_CACHE_DIR=off`` bypasses it)."""
     _TRACED.clear()
 
 
