@@ -412,17 +412,15 @@ def compile(
     # a name the pipeline does not run would print nothing: refuse it with a did-you-mean
     check_pass_names(print_ir_after, pipeline, "print_ir_after")
     check_inputs(model, w, plan=plan, mode=mode, optimizer=optimizer, dtype=dtype)
-    from waferflow.frontend import (
-        load_model,
-        trace,
-        trace_model,
-    )  # torch: only once the inputs are sound
-
     with _timed(timings, "trace", progress):
         if isinstance(model, str | Path) and example_inputs is None and loss_fn is None:
+            from waferflow.frontend import trace_model  # torch only when not cached
+
             graph = trace_model(str(model), mode=mode, optimizer=optimizer, batch=batch,
                                 seq=seq, dtype=dtype, name=name, moe_skew=moe_skew)  # fmt: skip
         elif isinstance(model, str | Path):
+            from waferflow.frontend import load_model, trace  # torch: the inputs are sound
+
             bundle = load_model(str(model), batch=batch, seq=seq, dtype=dtype)
             if param_count(str(model)) is None:  # a file's model: counted once built
                 _check_module(bundle.module, w, plan, mode, optimizer, bundle.name)
@@ -436,6 +434,8 @@ def compile(
                 moe_skew=moe_skew,
             )
         else:
+            from waferflow.frontend import trace
+
             if example_inputs is None:
                 raise WaferflowError("compile() needs example_inputs for an nn.Module")
             _check_module(model, w, plan, mode, optimizer, name or type(model).__name__)

@@ -288,3 +288,19 @@ def test_the_trace_command_is_warm_without_torch(traces: Path, tmp_path: Path) -
     )
     assert proc.stderr.strip().endswith("NO-TORCH 0"), proc.stderr
     assert out.read_text() == print_graph(trace_model("hf:gpt2-tiny", **TINY))
+
+
+def test_a_warm_compile_never_imports_torch(traces: Path) -> None:
+    """``waferflow.compile`` of a zoo model imports the tracer only on a miss."""
+    trace_model("hf:gpt2-tiny", **TINY)
+    probe = (
+        "import sys\nimport waferflow as wf\n"
+        "c = wf.compile('hf:gpt2-tiny', wafer='mesh16x16', mode='infer', batch=2, seq=16, "
+        "plan='dp=2', place='none')\n"
+        "print('TORCH' if 'torch' in sys.modules else 'NO-TORCH', file=sys.stderr)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=False
+    )  # the environment names the same folder
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.strip().endswith("NO-TORCH"), proc.stderr
