@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from waferflow.backend_sim import simulate
 from waferflow.errors import PlanError
 from waferflow.ir.dtypes import DType, TensorType
 from waferflow.ir.graph import Attrs, Graph
@@ -213,3 +214,16 @@ def test_a_per_layer_pipeline_split_anywhere_gives_the_same_ir(amcoda_cnn: Graph
         if cut <= 4:  # lower-collectives ran in the second half: the same actor plan
             again = ctx2.get_result("lower-collectives", object).actor_plan  # type: ignore[attr-defined]
             assert plan_to_json(again) == plan_to_json(plan), f"cut after {passes[cut - 1]}"
+
+
+def test_a_language_models_loss_layer_on_one_rank_takes_its_labels_whole(
+    llama_tiny: Graph,
+) -> None:
+    """A language model shifts its labels (an input, split over the batch) for the
+    loss with ops of no module; on a one-rank (``s``) loss layer they run whole: the
+    plan builds and runs (a gather over ranks the stage does not have was an
+    IndexError)."""
+    wafer = get_wafer("fred-mesh")
+    res = build_parallel_plan(llama_tiny, wafer, "layers=t,ways=2")  # "tss": 5 layers
+    assert [len(s) for s in res.layout.cores] == [2, 2, 1, 1, 1]
+    assert simulate(res.plan, res.wafer or wafer).step_time > 0

@@ -129,7 +129,9 @@ def layer_ops(graph: Graph, plan: ParallelPlan) -> dict[int, LayerMode]:
     name (``stages.layer_modes`` does those), by op index: the activation of a conv
     layer runs as its conv does (a ``t`` layer's ReLU on the channels of its part),
     the seed's pool and loss on one rank (``s``). Ops without a module (a flatten, the
-    loss function) follow their operands."""
+    loss function) follow their operands, except in a one-rank (``s``) layer, which
+    has no second rank to hold a part: there they run whole too (the labels a language
+    model shifts for its loss, split over the batch as inputs are)."""
     if plan.cut is not StageCut.LAYER or not plan.layers:
         return {}
     units = forward_units(graph)
@@ -145,6 +147,12 @@ def layer_ops(graph: Graph, plan: ParallelPlan) -> dict[int, LayerMode]:
         letter = letter_of.get(layer_key(op.prov.module)) if op.prov.module else None
         if letter and not op.is_source:
             out[i] = LayerMode(letter)
+    single = LayerMode.SINGLE
+    for unit, k in zip(units, layer, strict=True):
+        if letters[k] == single.value:
+            for i in unit.ops:
+                if not graph.ops[i].prov.module:
+                    out[i] = single
     return out
 
 
