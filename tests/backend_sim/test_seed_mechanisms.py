@@ -208,3 +208,22 @@ def test_the_allocators_log_is_the_memory_the_trace_shows(tmp_path) -> None:
     events = doc["traceEvents"] if isinstance(doc, dict) else doc
     counters = [e for e in events if e.get("ph") == "C" and "mem" in e.get("name", "").lower()]
     assert counters and max(max(e["args"].values()) for e in counters) <= 300
+
+
+def test_a_broadcast_goes_to_the_admitted_destinations_first() -> None:
+    """S broadcasts to D1 (next on core 1) and to D2, which core 2 runs after X, and X
+    waits for D1. With a window of one actor, D2 is admitted only once X has ended:
+    waiting for every destination before sending would wait on itself (a deadlock).
+    The broadcast goes to D1 at once (110 ns), X runs when D1's message lands (220
+    ns), and the rest of the broadcast goes to D2 once D2 is admitted (330 ns)."""
+    actors = [Actor(0, "S", 0, out_bytes=100), Actor(1, "D1", 1, out_bytes=100),
+              Actor(2, "X", 2), Actor(3, "D2", 2)]  # fmt: skip
+    msgs = [Message(0, 0, 1, 100, bcast=0), Message(1, 0, 3, 100, bcast=0),
+            Message(2, 1, 2, 100)]  # fmt: skip
+    plan = Plan.build("bcast-window", "xbar", actors, msgs)
+    res = simulate(plan, _allocator(lookahead=1))
+    assert res.msg_arrive_ps == (110 * NS, 330 * NS, 220 * NS)
+    assert res.actor_start_ps == (0, 110 * NS, 220 * NS, 330 * NS)
+    # with room for every destination at once, the broadcast is one stream as before
+    whole = simulate(plan, _allocator(lookahead=4))
+    assert whole.msg_arrive_ps[:2] == (110 * NS, 110 * NS)

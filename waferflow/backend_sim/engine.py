@@ -147,7 +147,8 @@ def run_python(p: Prepared) -> RawRun:
     retry = fl.retry_ps
     cap = p.stream_cap  # per core; 0 = unlimited
     streams = fl.max_streams > 0
-    lead = p.msg_lead
+    lead = p.msg_lead  # per message, its broadcast's first (as split by launch)
+    first = p.msg_lead  # ... as the plan has it (which message launches the broadcast)
     members = p.lead_members
 
     dur = p.dur
@@ -297,12 +298,29 @@ def run_python(p: Prepared) -> RawRun:
 
     def launch(m: int, t: int) -> None:
         """Message (or broadcast) m is ready to go: take an outgoing stream, or queue.
-        With a memory model it first waits (holding no stream) until every destination
-        is admitted: it has nowhere to land before."""
+        With a memory model it first waits (holding no stream) until its destination
+        is admitted: it has nowhere to land before. A broadcast goes to the members
+        whose destinations are admitted and waits for the others as a broadcast of its
+        own: waiting for all could wait on itself (a destination further down its
+        core's order than the window reaches, behind work that needs another member)."""
+        nonlocal members, lead
         if mem is not None:
-            for x in members.get(m, (m,)):
-                if not admitted[msg_dst[x]]:
-                    parked[msg_dst[x]].append(m)
+            group = members.get(m, (m,))
+            later = tuple(x for x in group if not admitted[msg_dst[x]])
+            if later:
+                now = tuple(x for x in group if admitted[msg_dst[x]])
+                if now:
+                    if members is p.lead_members:  # split a copy: the plan's stays whole
+                        members, lead = dict(members), list(lead)
+                    del members[m]
+                    for part in (now, later):
+                        if len(part) > 1:
+                            members[part[0]] = part
+                        for x in part:
+                            lead[x] = part[0]
+                    m = now[0]
+                parked[msg_dst[later[0]]].append(later[0])
+                if not now:
                     return
         if streams:
             s_ci = msg_src_ci[m]
@@ -397,7 +415,7 @@ def run_python(p: Prepared) -> RawRun:
                     data_start[m] = t
                     arrive[m] = t
                     pending[msg_dst[m]] -= 1
-                elif lead[m] == m:  # a broadcast goes with its first message
+                elif first[m] == m:  # a broadcast goes with its first message
                     launch(m, t)
             if mem is not None:
                 mem.now = t

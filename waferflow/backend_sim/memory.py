@@ -19,7 +19,9 @@ until its messages are delivered); actors end in their core's order, so the wind
 always holds the next actor to run, and a plan that the messages and core orders do
 not deadlock does not deadlock for the window either. An actor can start only once
 admitted, and a message can be accepted only once its destination is admitted (its
-receive buffer exists). With ``first_fit`` every buffer
+receive buffer exists); a broadcast goes to the destinations admitted and waits for
+the others as a broadcast of its own (waiting for all of them could wait on itself:
+``engine.run_python``). With ``first_fit`` every buffer
 is a contiguous run of blocks placed at the lowest free run, and an actor whose
 buffers do not fit waits (and the actors after it) until enough is freed; without,
 the peak is counted but nothing waits. Sources are resident from the start unless
