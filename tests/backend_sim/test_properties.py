@@ -187,20 +187,42 @@ def test_estimate_equals_simulation_on_contention_free_plans(case: tuple[Plan, W
     assert est.peak_mem_bytes == tuple(c.peak_mem_bytes for c in res.cores)
 
 
+def _broadcasts(plan: Plan) -> Plan:
+    """``plan`` with the remote messages of each producer to distinct cores as one
+    broadcast (the same bytes to each)."""
+    from dataclasses import replace
+
+    core = [a.core for a in plan.actors]
+    groups: dict[int, list[Message]] = {}
+    for m in plan.messages:
+        if core[m.src_actor] != core[m.dst_actor]:
+            groups.setdefault(m.src_actor, []).append(m)
+    out = list(plan.messages)
+    for ms in groups.values():
+        if len(ms) > 1 and len({core[m.dst_actor] for m in ms}) == len(ms):
+            for m in ms:
+                out[m.id] = replace(m, bytes=ms[0].bytes, bcast=0)
+    return replace(plan, messages=tuple(out))
+
+
 @SETTINGS
-@given(mesh_cases(), st.integers(1, 4), st.booleans(), st.integers(1, 6))
+@given(mesh_cases(), st.integers(1, 4), st.booleans(), st.integers(1, 6), st.booleans())
 def test_a_window_of_actors_never_deadlocks_a_plan(
-    case: tuple[Plan, Wafer, SimConfig], lookahead: int, handshake: bool, streams: int
-) -> None:
+    case: tuple[Plan, Wafer, SimConfig], lookahead: int, handshake: bool, streams: int,
+    bcast: bool,
+) -> None:  # fmt: skip
     """With memory enough for every buffer, a window of ``lookahead`` actors (memory
     allocated ahead, first-fit) changes when actors and messages go but never stops a
-    plan that runs without it: the window always holds the next actor to run, and a
-    message takes no stream before its destination is admitted."""
+    plan that runs without it: the window always holds the next actor to run, a
+    message takes no stream before its destination is admitted, and a broadcast goes
+    to the destinations admitted without waiting for the others."""
     from dataclasses import replace
 
     from waferflow.ir.target.wafer import MemoryModel
 
     plan, w, cfg = case
+    if bcast:
+        plan = _broadcasts(plan)
     flow = FlowControl(packet_bytes=cfg.packet_bytes or 128, handshake=handshake,
                        max_streams=streams)  # fmt: skip
     sized = [replace(a, out_bytes=(a.id % 3) * 100) for a in plan.actors]
