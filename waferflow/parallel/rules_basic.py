@@ -7,6 +7,8 @@ replicates the op carries a ``note`` for the diagnostics.
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Sequence
 
 from waferflow.ir.graph import Op
@@ -157,13 +159,28 @@ def view(op: Op, ins: Sequence[AnyPlacement], ctx: AxisCtx) -> RuleOut:
         why = f"cannot carry {p} of {src} through the view to {dst}"
         error = ""
         if ctx.axis is MeshAxis.TP and _splits_dim(src, dst, p.dim):
+            groups = _outer_factor(src, dst, p.dim)
+            what = f"the {groups} groups" if groups else "the groups"
             error = (
-                f"tp={ctx.n} does not divide dimension {p.dim} of {list(src)} into the "
-                f"pieces {list(dst)} this view makes (e.g. attention heads: tp must divide "
-                "the number of heads)"
+                f"tp={ctx.n} does not divide {what} that this view cuts dimension {p.dim} "
+                f"of {list(src)} into ({list(dst)}): tp must divide the number of "
+                "attention heads, and in grouped-query attention the number of key/value "
+                "heads"
             )
         return RuleOut([REPLICATED, *keep(ins[1:])], [REPLICATED], False, note=why, error=error)
     return RuleOut(keep(ins), [REPLICATED if is_u(p) else p], False)  # type: ignore[list-item]
+
+
+def _outer_factor(src: Sequence[int], dst: Sequence[int], dim: int) -> int:
+    """How many groups the reshape cuts operand dimension ``dim`` into: the first
+    result dimension that starts where ``dim`` starts (0 when none does)."""
+    before = math.prod(src[:dim])
+    acc = 1
+    for d in dst:
+        if acc == before:
+            return d
+        acc *= d
+    return 0
 
 
 def _splits_dim(src: Sequence[int], dst: Sequence[int], dim: int) -> bool:
