@@ -8,7 +8,6 @@ replicates the op carries a ``note`` for the diagnostics.
 from __future__ import annotations
 
 import math
-
 from collections.abc import Sequence
 
 from waferflow.ir.graph import Op
