@@ -8,6 +8,7 @@ differ between runs are the wall times in ``TIMING_COLUMNS``.
 
 from __future__ import annotations
 
+import gc
 import os
 import time
 from typing import Any
@@ -80,6 +81,10 @@ def run_job(job: Job, key: str, version: str) -> dict[str, Any]:
         row.update(status="failed", error=str(e))
     except Exception as e:
         row.update(status="failed", error=f"internal error: {type(e).__name__}: {e}")
+    finally:
+        # compile runs with the cyclic collector paused (waferflow.perf) and a worker
+        # runs job after job: free what this job left in cycles before the next
+        gc.collect()
     return row
 
 
