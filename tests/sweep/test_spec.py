@@ -145,3 +145,20 @@ def test_job_overrides_are_checked_with_the_grid_ones(write_sweep) -> None:
     assert len(load_sweep(write_sweep(ok + grid)).jobs) == 2
     with pytest.raises(ConfigError, match=r"job\.override: missing dies\.link\.bandwidth"):
         load_sweep(write_sweep(ok))
+
+
+def test_wafer_file_with_overrides_is_read_relative_to_a_relatively_named_sweep(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `waferflow sweep sweeps/s.toml` from the folder above: the wafer file is joined to
+    # the sweep's folder once (it was joined twice, sweeps/sweeps/../w.toml, when overridden)
+    (tmp_path / "w.toml").write_text('preset = "mesh4x4"\n[wafer]\nname = "w"\n')
+    (tmp_path / "sweeps").mkdir()
+    (tmp_path / "sweeps" / "s.toml").write_text(
+        '[job]\nmodel = "hf:gpt2-tiny"\nwafer = "../w.toml"\n'
+        '[grid]\noverride.link.bandwidth = ["50 GB/s", "100 GB/s"]\n'
+    )
+    monkeypatch.chdir(tmp_path)
+    s = load_sweep(Path("sweeps/s.toml"))
+    assert [wafer_of(j).link.bandwidth for j in s.jobs] == [50e9, 100e9]
+    assert build_wafer("../w.toml", (("link.bandwidth", "50 GB/s"),), Path("sweeps")).rows == 4

@@ -247,7 +247,7 @@ def build_wafer(spec: str, override: tuple[tuple[str, Any], ...], base_dir: Path
         wafer = get_wafer(base_dir / base if is_file else base)
     else:
         doc = _nest(override)
-        doc["preset"] = str(base_dir / base) if is_file else base
+        doc["preset"] = base  # wafer_from_doc reads a file preset relative to base_dir
         name = Path(base).stem if is_file else base
         wafer = wafer_from_doc(doc, "the sweep's overrides", base_dir, default_name=name)
     return wafer.coarsen(factor) if factor > 1 else wafer
