@@ -206,6 +206,21 @@ def test_appended_lines_read_back_whole_and_a_torn_tail_is_cut_off(tmp_path: Pat
         append_line(log, "two\nlines")
 
 
+def test_writing_over_a_folder_is_one_clear_error_and_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``CompiledPlan.save("runs")``, ``Report.to_chrome_trace(".")``: a folder where the
+    file goes is a ``WaferflowError`` naming it (it was an OSError naming the temporary,
+    ``.runs.x1y2.tmp -> runs``, raised after the work) and no temporary is left."""
+    (tmp_path / "runs").mkdir()
+    monkeypatch.chdir(tmp_path)
+    for where in (tmp_path / "runs", "runs/", ".", ".."):
+        with pytest.raises(WaferflowError, match="is a directory, not a file: give a file name"):
+            write_text(where, "x")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"]
+    assert list((tmp_path / "runs").iterdir()) == []
+
+
 def test_os_errors_in_words(tmp_path: Path) -> None:
     import errno
 

@@ -329,6 +329,9 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     and renamed over ``path``; on any exception (Ctrl-C included) it is removed and
     ``path`` is left as it was."""
     out = Path(path)
+    if out.name in ("", "..") or out.is_dir():
+        # else the rename fails late with an OSError naming the temporary
+        raise WaferflowError(f"{short(str(path))} is a directory, not a file: give a file name")
     folder = out.parent
     folder.mkdir(parents=True, exist_ok=True)
     tmp = _temp_in(folder, out.name, out.suffix)
