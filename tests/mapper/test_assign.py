@@ -236,3 +236,19 @@ def test_the_rank_refinement_direct_model_budget_scales_with_the_problem(
     assert limits == [lns_budget(p.n_actors, 5.0)] and limits[0] < 5.0
     assert assignment_cost(p, cores) <= assignment_cost(p, (5, 0, 4))
     assert rep.deterministic_time <= 10.0
+
+
+def test_the_assignment_lns_of_a_large_plan_stops_once_rounds_stop_improving() -> None:
+    """Once ``STALL_ROUNDS`` rounds in a row gain nothing the LNS stops, well before its
+    budget (it ran the budget out before, or 10,000 rounds of tiny sub-problems: a
+    4-core wafer took minutes whatever the time limit)."""
+    import re
+
+    from waferflow.mapper.lns import STALL_ROUNDS
+
+    res = solve_assignment(_layered(60, 8, 9), SolveOptions(time_limit=5.0, seed=1))
+    lns = next(t for t in res.report.techniques if t.startswith("lns:assignment"))
+    got = re.fullmatch(r"lns:assignment\(rounds=(\d+),improved=(\d+)\)", lns)
+    assert got is not None
+    assert int(got[1]) >= STALL_ROUNDS + int(got[2])
+    assert res.report.deterministic_time < 2.5  # of 5 deterministic seconds

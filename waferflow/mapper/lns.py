@@ -9,7 +9,8 @@ gives the same placement on a quiet and on a loaded machine). The neighbourhood 
 while sub-problems are solved to optimality without improvement and shrinks when they
 time out.
 
-Budgets that pay (the rank refinement of placement, ``bridge.refine_ranks``): the
+Budgets that pay (the rank refinement of placement, ``bridge.refine_ranks``, and the
+placement of one-actor-per-op plans, ``assign.solve_assignment``): the
 assignment LNS stops once ``STALL_ROUNDS`` rounds in a row improved nothing (each round
 re-solves a neighbourhood that is, by then, as large as it gets, so more of them rarely
 pay: on the placements of ``make demo`` and ``benchmarks/bench_mapper.py``, 70 rounds
