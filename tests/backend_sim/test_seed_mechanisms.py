@@ -227,3 +227,23 @@ def test_a_broadcast_goes_to_the_admitted_destinations_first() -> None:
     # with room for every destination at once, the broadcast is one stream as before
     whole = simulate(plan, _allocator(lookahead=4))
     assert whole.msg_arrive_ps[:2] == (110 * NS, 110 * NS)
+
+
+def test_output_buffers_held_for_a_window_are_named_in_the_deadlock() -> None:
+    """Core 0 runs a1 (to b2) then a2 (to b1) with one output buffer; core 1 runs b1
+    then b2 with a window of one actor. a1's message waits for b2 to be admitted, so
+    a1 keeps the buffer, a2 never starts, and b1 waits for a2: the machine stops, and
+    the message says which resources wait on each other and what to raise."""
+    flow = FlowControl(packet_bytes=100, buffers_per_core=1)
+    mem = MemoryModel(block_bytes=100, lookahead=1, first_fit=True)
+    w = dataclasses.replace(xbar(flow=flow), sram_bytes=400, memory=mem)
+    actors = [Actor(0, "a1", 0, out_bytes=100), Actor(1, "a2", 0, out_bytes=100),
+              Actor(2, "b1", 1), Actor(3, "b2", 1)]  # fmt: skip
+    plan = Plan.build("held", "xbar", actors, [Message(0, 0, 3, 100), Message(1, 1, 2, 100)])
+    with pytest.raises(
+        PlanError, match=r"output buffers of core\(s\) 0 \(flow.buffers_per_core = 1\)"
+    ):
+        simulate(plan, w)
+    # two buffers: a2 starts while a1's message waits, and the run ends
+    two = dataclasses.replace(w, flow=dataclasses.replace(flow, buffers_per_core=2))
+    assert all(e >= 0 for e in simulate(plan, two).actor_end_ps)

@@ -123,13 +123,25 @@ def _run_compiled(p: Prepared, flat: object) -> RawRun:
     )
 
 
-def _deadlock(p: Prepared, end: list[int], mem: MemoryRun | None) -> None:
+def _deadlock(
+    p: Prepared, end: list[int], mem: MemoryRun | None, held: list[int] | None = None
+) -> None:
+    """``held``: cores whose output buffers are all held by messages that wait for
+    their destinations to be admitted (a memory window with ``flow.buffers_per_core``)."""
     n_act = len(end)
     stuck = [a for a in range(n_act) if end[a] < 0]
     why = ""
     if mem is not None:
         short = [x for x in (mem.stuck(ci) for ci in range(len(p.cores))) if x]
         why = f"; memory: {'; '.join(short[:3])}" if short else ""
+    if held:
+        cores = ", ".join(str(p.cores[ci]) for ci in held[:3])
+        why += (
+            f"; the output buffers of core(s) {cores} (flow.buffers_per_core = "
+            f"{p.flow.buffers_per_core}) are all held by messages waiting for their "
+            "destinations to enter a window (memory.lookahead), which waits on those cores: "
+            "raise flow.buffers_per_core or memory.lookahead"
+        )
     raise PlanError(
         f"simulation stopped with {len(stuck)} actor(s) never run (e.g. {stuck[:5]}); "
         f"the plan deadlocks{why}"
@@ -460,7 +472,9 @@ def run_python(p: Prepared) -> RawRun:
             request_in(m, t)
 
     if ended < n_act:
-        _deadlock(p, end, mem)
+        waiting = {msg_src_ci[m] for ms in parked for m in ms}
+        held = sorted(ci for ci in waiting if nbuf and bufs_free[ci] == 0)
+        _deadlock(p, end, mem, held)
     occ_ptr = [0] * (n_msg + 1)
     for m in range(n_msg):
         occ_ptr[m + 1] = occ_ptr[m] + len(occ_start[m])
