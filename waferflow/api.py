@@ -26,6 +26,7 @@ from typing import Any
 from waferflow.backend_sim import SimResult, estimate, simulate
 from waferflow.errors import ConfigError, FormatError, PlanError, WaferflowError
 from waferflow.fileio import (
+    file_path,
     loads_json,
     read_text,
     short,
@@ -175,7 +176,7 @@ class Report:
         they are drawn into a folder beside the page (``<name>_files``)."""
         from waferflow.viz import write_report_html
 
-        out = Path(path)
+        out = file_path(path)  # before the pictures are drawn
         if images is None:
             folder = out.with_name(out.stem + "_files")
             images = {

@@ -52,6 +52,7 @@ __all__ = [
     "atomic_path",
     "check_output",
     "decode_text",
+    "file_path",
     "kind_name",
     "loads_json",
     "os_error_text",
@@ -322,16 +323,22 @@ def _temp_in(folder: Path, name: str, suffix: str) -> Path:
     return Path(tmp)
 
 
+def file_path(path: str | Path) -> Path:
+    """``path`` as a ``Path``; a ``WaferflowError`` when it names a folder (an output
+    file is asked for)."""
+    out = Path(path)
+    if out.name in ("", "..") or out.is_dir():
+        raise WaferflowError(f"{short(str(path))} is a directory, not a file: give a file name")
+    return out
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
     """Yield a temporary path beside ``path`` (same suffix, so writers that pick a
     format by the name still do); when the block ends normally the file is fsynced
     and renamed over ``path``; on any exception (Ctrl-C included) it is removed and
     ``path`` is left as it was."""
-    out = Path(path)
-    if out.name in ("", "..") or out.is_dir():
-        # else the rename fails late with an OSError naming the temporary
-        raise WaferflowError(f"{short(str(path))} is a directory, not a file: give a file name")
+    out = file_path(path)  # else the rename fails late with an OSError naming the temporary
     folder = out.parent
     folder.mkdir(parents=True, exist_ok=True)
     tmp = _temp_in(folder, out.name, out.suffix)

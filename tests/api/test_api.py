@@ -78,6 +78,18 @@ def test_report_html_draws_its_pictures(compiled: wf.CompiledPlan, tmp_path: Pat
     assert text.count("<img ") == 4 and "<table>" not in text  # no placement or parallel plan
 
 
+def test_report_html_to_a_folder_is_one_clear_error(
+    compiled: wf.CompiledPlan, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Refused before a picture is drawn (it raised ValueError: '.' has an empty name)."""
+    monkeypatch.chdir(tmp_path)
+    report = compiled.simulate()
+    for where in (".", tmp_path):
+        with pytest.raises(WaferflowError, match="is a directory, not a file"):
+            report.to_html(where)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_ir_after_each_pass(compiled: wf.CompiledPlan) -> None:
     after_dce = compiled.ir_after("dce")
     after_fuse = compiled.ir_after("fuse-elementwise")

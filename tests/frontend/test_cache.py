@@ -5,24 +5,16 @@ from __future__ import annotations
 
 import pytest
 
-from waferflow.frontend import clear_trace_cache, trace_model, zoo
+from waferflow.frontend import clear_trace_cache, trace_model
 from waferflow.ir import print_graph
 from waferflow.ir.opkind import OpKind
 
 
 def test_a_zoo_model_is_traced_once_and_handed_out_as_copies(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, loads: list[str]
 ) -> None:
     monkeypatch.setenv("WAFERFLOW_CACHE_DIR", "off")  # this process's cache alone
     clear_trace_cache()
-    loads: list[str] = []
-    real = zoo.load_model
-
-    def counting(spec: str, **kw: object) -> object:
-        loads.append(spec)
-        return real(spec, **kw)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(zoo, "load_model", counting)
     a = trace_model("hf:gpt2-tiny", mode="train", batch=2, seq=16)
     b = trace_model("hf:gpt2-tiny", mode="train", batch=2, seq=16)
     assert loads == ["hf:gpt2-tiny"]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from waferflow.frontend import clear_trace_cache, disk_cache, trace_model, zoo
+from waferflow.frontend import clear_trace_cache, disk_cache, trace_model
 from waferflow.frontend.disk_cache import TraceKey
 from waferflow.ir import print_graph
 
@@ -27,20 +27,6 @@ def traces(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Path]:
     clear_trace_cache()
     yield tmp_path / "cache" / "traces"
     clear_trace_cache()
-
-
-@pytest.fixture
-def loads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The specs ``load_model`` is called with: one per real trace."""
-    seen: list[str] = []
-    real = zoo.load_model
-
-    def counting(spec: str, **kw: object) -> object:
-        seen.append(spec)
-        return real(spec, **kw)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(zoo, "load_model", counting)
-    return seen
 
 
 def entries(traces: Path) -> list[Path]:
