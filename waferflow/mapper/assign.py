@@ -18,7 +18,7 @@ from waferflow.mapper.baselines import greedy_cores, row_major, snake
 from waferflow.mapper.bounds import assignment_lower_bound
 from waferflow.mapper.cost import assignment_cost, assignment_violations
 from waferflow.mapper.cpsat import SolveOptions, export, run_cpsat
-from waferflow.mapper.lns import STALL_ROUNDS, improve_assignment
+from waferflow.mapper.lns import improve_assignment
 from waferflow.mapper.local import swap_descent
 from waferflow.mapper.problem import AssignProblem
 from waferflow.mapper.report import Assignment, SolveReport, Status, assignment_view, relative_gap
@@ -95,11 +95,7 @@ def solve_assignment(problem: AssignProblem, options: SolveOptions | None = None
                 build_assign_model(problem, list(range(problem.n_actors)), cand, start).model,
                 opts.export_model,
             )
-        # stops once rounds stop paying (a 4-core wafer solved 10,000 rounds to optimality
-        # without a gain before: minutes, whatever the time limit)
-        best, used, rounds, better = improve_assignment(
-            problem, start, opts.budget, opts, bound, stall_rounds=STALL_ROUNDS
-        )
+        best, used, rounds, better = improve_assignment(problem, start, opts.budget, opts, bound)
         techniques.append(f"lns:assignment(rounds={rounds},improved={better})")
     bad = assignment_violations(problem, best)
     if bad:

@@ -38,7 +38,7 @@ from waferflow.mapper.assign import DIRECT_LIMIT, assignment_report, solve_assig
 from waferflow.mapper.bounds import assignment_lower_bound
 from waferflow.mapper.cost import assignment_cost, assignment_violations
 from waferflow.mapper.cpsat import SolveOptions
-from waferflow.mapper.lns import STALL_ROUNDS, improve_assignment, lns_budget
+from waferflow.mapper.lns import improve_assignment, lns_budget
 from waferflow.mapper.local import swap_descent
 from waferflow.mapper.problem import (
     AssignProblem,
@@ -315,9 +315,7 @@ def refine_ranks(
         budget -= direct.report.deterministic_time
     budget = lns_budget(problem.n_actors, budget)
     if budget > 0.05 and assignment_cost(problem, best) > bound * (1 + options.gap_limit):
-        best, dt, rounds, better = improve_assignment(
-            problem, best, budget, options, bound, stall_rounds=STALL_ROUNDS
-        )
+        best, dt, rounds, better = improve_assignment(problem, best, budget, options, bound)
         used += dt
         techniques.append(f"lns:assignment(rounds={rounds},improved={better})")
     _, report = assignment_report(problem, best, bound, options, t0, used, techniques)

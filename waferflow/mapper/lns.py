@@ -113,13 +113,13 @@ def improve_assignment(
     budget: float,
     options: SolveOptions,
     lower_bound: float,
-    stall_rounds: int | None = None,
+    stall_rounds: int | None = STALL_ROUNDS,
 ) -> tuple[tuple[int, ...], float, int, int]:
     """LNS over the assignment model. Neighbourhoods, in turn: a window of cores around a
     random actor (its actors may permute and use the window's free cores), and a
     breadth-first neighbourhood in the flow graph (its actors may use their own cores and
-    the free cores of their bounding box). With ``stall_rounds``, stops after that many
-    rounds in a row without improvement. Returns ``(cores, det. time, rounds,
+    the free cores of their bounding box). Stops after ``stall_rounds`` rounds in a row
+    without improvement (``None``: only when the budget or the rounds run out). Returns ``(cores, det. time, rounds,
     improvements)``."""
     grid = problem.grid
     n = problem.n_actors

@@ -182,11 +182,12 @@ class _Assembler(Transfers, ShiftAndSwitch):
         self.coll_steps: dict[int, list[list[int]]] = {}
         self.coll_final: dict[int, list[int]] = {}
         self.records: dict[tuple[str, str, str, str, int, int], int] = {}
-        # per collective instance: its steps (those of every member, ascending) with the
-        # estimated transfer seconds of each (the most any member receives), and per
-        # member its step actors by step; ``_order`` releases a spread collective's steps
-        # by these, so that every member of the group decides alike
-        self.coll_need: dict[int, list[tuple[int, float]]] = {}
+        # ``_order`` releases a spread collective's steps alike on every rank of a stage:
+        # per (op, stage, block, micro-batch), each step's estimated transfer seconds
+        # (the most any group of the stage receives in it); per collective instance, its
+        # key there and, per member, its step actors by step
+        self.stage_need: dict[tuple[int, int, str, int], dict[int, float]] = {}
+        self.coll_key: dict[int, tuple[int, int, str, int]] = {}
         self.coll_at: dict[int, list[dict[int, int]]] = {}
         self.acc_flops: dict[int, int] = {}  # compute actor -> FLOPs adding into accumulators
         self.m = prog.microbatches
@@ -480,8 +481,10 @@ class _Assembler(Transfers, ShiftAndSwitch):
         phase, kind, module, stage = op.phase, op.kind, op.prov.module, ci.stage
         dep_keys = [[k for _, k in d] for d in deps]
         acts, metas, step_work = self.acts, self.meta, self._step_work
-        need: dict[int, float] = {}
+        key = self.coll_key[index] = (id(op), ci.stage, block, ci.instance)
+        need = self.stage_need.setdefault(key, {})
         at: list[dict[int, int]] = [{} for _ in ci.ranks]
+        self.coll_at[index] = at
 
         def new(member: int, step: int, label: str, got: int, reduced: int) -> int:
             rank = ci.ranks[member]
@@ -550,8 +553,6 @@ class _Assembler(Transfers, ShiftAndSwitch):
                 self.msgs.append((src, steps[member][0], 0, True))
         self.coll_steps[index] = steps
         self.coll_final[index] = final
-        self.coll_need[index] = sorted(need.items())
-        self.coll_at[index] = at
 
     def _position(self, v: Value) -> int:
         prod = v.producer
@@ -577,7 +578,8 @@ class _Assembler(Transfers, ShiftAndSwitch):
         stage sees the same items, so all decide alike."""
         order: dict[int, list[int]] = {}
         seconds = self._credit_seconds()
-        need, at = self._stage_need(), self.coll_at
+        steps = {k: sorted(v.items()) for k, v in self.stage_need.items()}
+        key, at = self.coll_key, self.coll_at
         for core, items in self.p.items.items():
             ids: list[int] = []
             queue: deque[tuple[float, int, dict[int, int]]] = deque()
@@ -587,7 +589,7 @@ class _Assembler(Transfers, ShiftAndSwitch):
                     if not queue:
                         credit = 0.0
                     mine = at[it.coll][it.member]
-                    queue.extend((t, j, mine) for j, t in need[it.coll])
+                    queue.extend((t, j, mine) for j, t in steps[key[it.coll]])
                     continue
                 if it.late:
                     ids.extend(_released(queue))
@@ -608,23 +610,6 @@ class _Assembler(Transfers, ShiftAndSwitch):
             ids.extend(_released(queue))
             order[core] = ids
         return order
-
-    def _stage_need(self) -> dict[int, list[tuple[int, float]]]:
-        """Per collective instance, its steps with the most any group of its stage
-        (the same op and micro-batch) receives in each."""
-        colls = self.p.collectives
-        most: dict[tuple[int, int, str, int], dict[int, float]] = {}
-        for index, steps in self.coll_need.items():
-            ci = colls[index]
-            got = most.setdefault((id(ci.op), ci.stage, str(ci.block), ci.instance), {})
-            for j, t in steps:
-                if t > got.get(j, -1.0):
-                    got[j] = t
-        out: dict[int, list[tuple[int, float]]] = {}
-        for index in self.coll_need:
-            ci = colls[index]
-            out[index] = sorted(most[(id(ci.op), ci.stage, str(ci.block), ci.instance)].items())
-        return out
 
     def _credit_seconds(self) -> dict[int, float]:
         """Per compute actor, the roofline seconds ``_order`` counts for it: the most
