@@ -195,22 +195,36 @@ def _balance(plan: Plan, wafer: Wafer, opts: list[list[tuple[int, ...]]]) -> lis
 def _report(
     plan: Plan, wafer: Wafer, routes: list[tuple[int, ...]], order: str, xy: int, note: str = ""
 ) -> LinkLoadReport:
+    """Per-link load of ``routes``. Messages share few distinct paths: their bytes are
+    summed per path first, and a link's busy time is its summed bytes over its
+    bandwidth (one product, not a float sum per message)."""
+    per_path: dict[tuple[int, ...], list[int]] = {}  # path -> [bytes, messages]
+    for m, path in zip(plan.messages, routes, strict=True):
+        got = per_path.get(path)
+        if got is None:
+            per_path[path] = [m.bytes, 1]
+        else:
+            got[0] += m.bytes
+            got[1] += 1
     loads = _Loads(wafer)
+    nbytes = loads.nbytes
     byte_hops = 0
     detours = 0
-    for m, path in zip(plan.messages, routes, strict=True):
-        ls = _links(path)
-        loads.add(ls, m.bytes)
-        byte_hops += m.bytes * len(ls)
-        s, d = path[0], path[-1]
-        (rs, cs), (rd, cd) = wafer.node_coord(s), wafer.node_coord(d)
-        if len(ls) > abs(rs - rd) + abs(cs - cd) and wafer.topology.value == "mesh":
-            detours += 1
-    rows = sorted(loads.busy, key=lambda ln: (-loads.busy[ln], ln))
+    mesh = wafer.topology.value == "mesh"
+    for path, (b, count) in per_path.items():
+        ls = loads._physical(_links(path))
+        for ln in ls:
+            nbytes[ln] = nbytes.get(ln, 0) + b
+        byte_hops += b * len(ls)
+        (rs, cs), (rd, cd) = wafer.node_coord(path[0]), wafer.node_coord(path[-1])
+        if mesh and len(ls) > abs(rs - rd) + abs(cs - cd):
+            detours += count
+    busy = {ln: b * loads.inv_bw(ln) for ln, b in nbytes.items()}
+    rows = sorted(busy, key=lambda ln: (-busy[ln], ln))
     links = tuple(
-        LinkLoad(wafer.node_coord(a), wafer.node_coord(b), loads.nbytes[(a, b)], loads.busy[(a, b)])
+        LinkLoad(wafer.node_coord(a), wafer.node_coord(b), nbytes[(a, b)], busy[(a, b)])
         for a, b in rows
-        if loads.nbytes[(a, b)] > 0
+        if nbytes[(a, b)] > 0
     )
     return LinkLoadReport(order, links, byte_hops, detours, xy, note)
 
