@@ -28,19 +28,19 @@ from waferflow.errors import ConfigError, FormatError, PlanError, WaferflowError
 from waferflow.fileio import (
     file_path,
     loads_json,
-    read_text,
     short,
     want,
     want_int,
     want_object,
     write_parts,
 )
+from waferflow.filekind import PLAN, Family, not_expected, read_expected, refine, sniff_doc
 from waferflow.frontend.catalog import canonical_model, param_count
 from waferflow.ir.graph import Graph
 from waferflow.ir.parser import parse_graph
 from waferflow.ir.plan import Plan, plan_from_doc, plan_json_parts, verify_plan
 from waferflow.ir.summary import human_bytes
-from waferflow.ir.target import Topology, Wafer, get_wafer
+from waferflow.ir.target import Topology, Wafer, get_wafer, list_presets
 from waferflow.ir.target.islands import connected_view
 from waferflow.ir.target.toml_io import parse_wafer_toml, wafer_to_toml
 from waferflow.passes import (
@@ -291,8 +291,10 @@ _BUNDLE_KEYS = ("format", "version", "wafer_toml", "plan", "notes", "ranks")
 
 
 def load_plan(path: str | Path, wafer: str | Path | Wafer | None = None) -> CompiledPlan:
-    """Read a plan written by ``CompiledPlan.save`` (or a bare plan JSON, given a wafer)."""
-    text = read_text(path, "plan file", "write one with `waferflow compile -o`")
+    """Read a plan written by ``CompiledPlan.save`` (or a bare plan JSON, given a wafer).
+    A file that is not a plan (IR text, a trace, a folder, a picture, ...) is one
+    ``WaferflowError`` saying what it looks like (``waferflow.filekind``)."""
+    text = read_expected(path, "plan file", "write one with `waferflow compile -o`", PLAN)
     return loads_plan(text, str(path), Path(path).parent, wafer)
 
 
@@ -300,7 +302,12 @@ def loads_plan(
     text: str, source: str, base_dir: Path, wafer: str | Path | Wafer | None = None
 ) -> CompiledPlan:
     """``load_plan`` on the file's text: a bundle (plan, wafer TOML, notes) or a bare plan."""
-    doc = loads_json(text, source)
+    try:
+        doc = loads_json(text, source)
+    except WaferflowError as err:  # malformed JSON, or not JSON at all
+        raise refine(err, text, source, PLAN) from None
+    if (kind := sniff_doc(doc)).family is not Family.PLAN:  # a trace, a graph, ...
+        raise not_expected(source, kind, PLAN)
     if isinstance(doc, dict) and doc.get("format") == BUNDLE_FORMAT:
 
         def err(path: str, message: str) -> FormatError:
@@ -323,8 +330,44 @@ def loads_plan(
         w = get_wafer(wafer if wafer is not None else plan.wafer_name)
         notes = ()
         ranks = None
+    if wafer is not None and not isinstance(wafer, Wafer):
+        _check_view(plan, w, wafer, bundle=isinstance(doc, dict) and "wafer_toml" in doc)
     verify_plan(plan, w)
     return CompiledPlan(plan=plan, wafer=w, notes=notes, ranks=ranks)
+
+
+_VIEW = re.compile(r"(.+)@([0-9]+)x")  # NAME@Kx: the K x K coarse view of NAME
+
+
+def _check_view(plan: Plan, w: Wafer, given: str | Path, *, bundle: bool) -> None:
+    """A plan made for one view of a wafer (``NAME@Kx``, what ``--coarsen K`` or a
+    plan's span compiles on) and given another: a ``PlanError`` whose hint is the
+    user's own spelling of the wafer with the view that works (``w.toml@2x``, where
+    the view's name, ``w@2x``, names no preset)."""
+    if plan.wafer_name == w.name or "@" not in plan.wafer_name + w.name:
+        return
+    made = _VIEW.fullmatch(plan.wafer_name)
+    base, factor = (made[1], int(made[2])) if made else (plan.wafer_name, 1)
+    spelled = str(given).strip()
+    own = _VIEW.fullmatch(spelled)
+    spelled = own[1] if own else spelled  # the wafer the user named, without a view
+    try:
+        named: Wafer | None = get_wafer(spelled)
+    except WaferflowError:
+        named = None
+    if named is not None and named.name.split("@")[0] == base and factor % named.coarsen_factor == 0:  # fmt: skip
+        k = factor // named.coarsen_factor  # a file may itself describe a coarse view
+        spec = spelled if k == 1 else f"{spelled}@{k}x"
+        view = f"--wafer {spec} (load_plan(..., wafer={spec!r}))"
+    elif base.lower() in list_presets():
+        view = f"--wafer {plan.wafer_name}"
+    else:
+        view = f"--wafer PATH@{factor}x, PATH being the wafer file of {short(base)}"
+    keep = "; or leave the wafer out: the plan file holds its own" if bundle else ""
+    raise PlanError(
+        f"plan {short(plan.name)} was made for wafer{' view' if made else ''} "
+        f"{short(plan.wafer_name)}, not {short(w.name)}; run it on that view: {view}{keep}"
+    )
 
 
 def _read_ranks(raw: Any, err: Callable[[str, str], FormatError]) -> dict[int, Any] | None:
@@ -412,7 +455,8 @@ def compile(
     pipeline = parse_pipeline(passes or DEFAULT_PIPELINE)  # bad pipelines fail before tracing
     # a name the pipeline does not run would print nothing: refuse it with a did-you-mean
     check_pass_names(print_ir_after, pipeline, "print_ir_after")
-    check_inputs(model, w, plan=plan, mode=mode, optimizer=optimizer, dtype=dtype)
+    check_inputs(model, w, plan=plan, mode=mode, optimizer=optimizer, dtype=dtype,
+                 moe_skew=moe_skew)  # fmt: skip
     with _timed(timings, "trace", progress):
         if isinstance(model, str | Path) and example_inputs is None and loss_fn is None:
             from waferflow.frontend import trace_model  # torch only when not cached
@@ -540,12 +584,15 @@ def check_inputs(
     mode: str = "infer",
     optimizer: str = "sgd",
     dtype: str | None = None,
+    moe_skew: float = 1.0,
 ) -> None:
     """What ``compile`` checks before it imports torch or traces anything: the model
     name (a did-you-mean for a typo), the plan string, the mode, optimizer and dtype,
-    ``$WAFERFLOW_PLACE_JOBS``, and, for a zoo model, that the whole wafer's SRAM can
-    hold its weights (and, to train, its gradients and optimizer state:
-    ``parallel.capacity``)."""
+    options the trace would ignore (an optimizer in inference, an expert load skew on
+    a zoo model without experts: ``frontend.options``), ``$WAFERFLOW_PLACE_JOBS``,
+    and, for a zoo model, that the whole wafer's SRAM can hold its weights (and, to
+    train, its gradients and optimizer state: ``parallel.capacity``)."""
+    from waferflow.frontend.options import check_moe_skew, check_optimizer, check_trace_options
     from waferflow.parallel.capacity import StateBytes, check_capacity, plan_copies
     from waferflow.workers import jobs_from_env
 
@@ -557,6 +604,11 @@ def check_inputs(
         if value not in allowed:
             names = ", ".join(str(a) for a in allowed if a is not None)
             raise ConfigError(f"{what} {short(value)}: use one of {names}")
+    if isinstance(model, str | Path):
+        check_trace_options(str(model), mode=mode, optimizer=optimizer, moe_skew=moe_skew)
+    else:  # a module's experts are counted when it is traced
+        check_optimizer(mode, optimizer)
+        check_moe_skew(moe_skew, "", None)
     dp, zero = plan_copies(plan)  # parses the plan: a PlanError names a bad key
     jobs_from_env()  # a bad $WAFERFLOW_PLACE_JOBS, before any work
     if not isinstance(model, str | Path):

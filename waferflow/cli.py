@@ -37,10 +37,14 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
 
 
 def _check_model(args: argparse.Namespace) -> None:
-    """The model name, before torch is imported: a typo fails in a second."""
-    from waferflow.frontend.catalog import canonical_model
+    """The model name and the options every model command shares (trace, compile,
+    place), before torch is imported: a typo, or an option the trace would ignore
+    (--optimizer without --mode train, --moe-skew on a model without experts), fails
+    in a second."""
+    from waferflow.frontend.options import check_trace_options
 
-    canonical_model(args.model)
+    check_trace_options(args.model, mode=args.mode, optimizer=args.optimizer,
+                        moe_skew=args.moe_skew)  # fmt: skip
 
 
 def _trace_model(args: argparse.Namespace):  # -> Graph
@@ -53,21 +57,25 @@ def _trace_model(args: argparse.Namespace):  # -> Graph
 
 def _read_graph(path: str):  # -> Graph
     """IR text or JSON from a file (by its extension) or, for ``-``, from stdin (JSON
-    when it starts with ``{``); bytes go through the one reader (``waferflow.fileio``)."""
-    from waferflow.fileio import decode_text, read_text
+    when it starts with ``{``); bytes go through the one reader (``waferflow.fileio``).
+    Input that is not IR (a plan, a trace, an empty or binary file, a folder) is one
+    error saying what it looks like (``waferflow.filekind``)."""
+    from waferflow.fileio import decode_text
+    from waferflow.filekind import IR, read_expected, refine
     from waferflow.ir.parser import parse_graph
     from waferflow.ir.serialize import loads_graph
 
     if path == "-":
         raw = getattr(sys.stdin, "buffer", None)  # bytes, unless stdin is already text
         text = decode_text(raw.read(), "<stdin>") if raw is not None else sys.stdin.read()
-        if text.lstrip().startswith("{"):
-            return loads_graph(text, source="<stdin>")
-        return parse_graph(text, source="<stdin>")
-    text = read_text(path, "IR file", "write one with `waferflow trace`")
-    if Path(path).suffix == ".json":
-        return loads_graph(text, source=path)
-    return parse_graph(text, source=path)
+        source, as_json = "<stdin>", text.lstrip().startswith("{")
+    else:
+        text = read_expected(path, "IR file", "write one with `waferflow trace`", IR)
+        source, as_json = path, Path(path).suffix == ".json"
+    try:
+        return loads_graph(text, source=source) if as_json else parse_graph(text, source=source)
+    except WaferflowError as err:
+        raise refine(err, text, source, IR) from None
 
 
 _PICTURE = (".png", ".svg")
@@ -333,7 +341,7 @@ def cmd_place(args: argparse.Namespace) -> int:
     from waferflow.api import check_inputs
 
     check_inputs(args.model, wafer, plan=args.plan, mode=args.mode, optimizer=args.optimizer,
-                 dtype=args.dtype)  # fmt: skip
+                 dtype=args.dtype, moe_skew=args.moe_skew)  # fmt: skip
     for note in notes:
         print(note)
     options = PlaceOptions(

@@ -15,6 +15,7 @@ from __future__ import annotations
 from waferflow.frontend import disk_cache
 from waferflow.frontend.catalog import canonical_model
 from waferflow.frontend.disk_cache import TraceKey
+from waferflow.frontend.options import check_trace_options
 from waferflow.ir.graph import Graph
 
 _TRACED: dict[TraceKey, Graph] = {}
@@ -34,6 +35,8 @@ def trace_model(
 ) -> Graph:
     """``trace(load_model(spec, ...))`` with the bundle's loss; cached for zoo models."""
     spec = canonical_model(spec)  # HF:GPT2 is hf:gpt2; a typo fails here, without torch
+    # an option the trace would ignore is refused before any cache entry answers for it
+    check_trace_options(spec, mode=mode, optimizer=optimizer, moe_skew=moe_skew)
     key = TraceKey(spec, mode, optimizer, batch, seq, dtype, name, moe_skew)
     zoo = spec.partition(":")[0] in ("hf", "cnn")
     cached = _TRACED.get(key) if zoo else None

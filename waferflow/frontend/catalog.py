@@ -289,6 +289,16 @@ def _config(spec: HFSpec) -> dict[str, Any]:
     return {**_DEFAULTS[spec.family], **dict(spec.config)}
 
 
+def expert_count(spec: str) -> int | None:
+    """Experts per mixture-of-experts layer of a zoo model (0: a dense model);
+    ``None`` for a model file, whose layers are known only once it is built."""
+    prefix, _, key = canonical_model(spec).partition(":")
+    if prefix == "cnn":
+        return 0
+    entry = SPECS.get(key) if prefix == "hf" else None
+    return None if entry is None else int(_config(entry).get("num_local_experts", 0))
+
+
 def param_count(spec: str) -> int | None:
     """The number of parameters of a Hugging Face zoo model (tied weights once), from
     its config; ``None`` for a model this table cannot count (CNNs, model files)."""
@@ -321,5 +331,5 @@ def param_count(spec: str) -> int | None:
     return emb + body + 2 * d + d * c["num_labels"] + c["num_labels"]
 
 
-__all__ = ["CNNS", "SPECS", "CNNSpec", "HFSpec", "canonical_model", "is_file_spec",
-           "list_models", "param_count"]  # fmt: skip
+__all__ = ["CNNS", "SPECS", "CNNSpec", "HFSpec", "canonical_model", "expert_count",
+           "is_file_spec", "list_models", "param_count"]  # fmt: skip

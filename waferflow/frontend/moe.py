@@ -149,6 +149,11 @@ def _experts_modules(model: nn.Module) -> list[nn.Module]:
     ]  # fmt: skip
 
 
+def count_experts(model: nn.Module) -> int:
+    """How many experts modules ``static_experts`` would size (0: a dense model)."""
+    return len(_experts_modules(model))
+
+
 @contextmanager
 def static_experts(model: nn.Module, skew: float = 1.0) -> Iterator[int]:
     """While inside, every experts module of ``model`` runs ``static_experts_forward``
@@ -171,4 +176,11 @@ def static_experts(model: nn.Module, skew: float = 1.0) -> Iterator[int]:
                 m.forward = old
 
 
-__all__ = ["capacity", "moe_combine", "moe_dispatch", "static_experts", "static_experts_forward"]
+__all__ = [
+    "capacity",
+    "count_experts",
+    "moe_combine",
+    "moe_dispatch",
+    "static_experts",
+    "static_experts_forward",
+]

@@ -47,7 +47,7 @@ from torch.utils import _pytree as pytree
 
 from waferflow.errors import ConfigError, TraceError, WaferflowError
 from waferflow.frontend.convert import OutputSpec, SourceSpec, convert
-from waferflow.frontend.moe import static_experts
+from waferflow.frontend.moe import count_experts, static_experts
 from waferflow.frontend.optim import (
     AdamWConfig,
     Optimizer,
@@ -56,6 +56,7 @@ from waferflow.frontend.optim import (
     sgd_update,
     state_name,
 )
+from waferflow.frontend.options import check_moe_skew, check_optimizer
 from waferflow.frontend.scopes import ModuleScopes, module_scope, phase
 from waferflow.ir.graph import Graph
 from waferflow.ir.opkind import OpKind
@@ -242,16 +243,15 @@ def trace(
     Raises ``TraceError`` with a one-line cause if the model cannot be traced.
     """
     mode_ = _choice(Mode, mode, "mode")
-    if isinstance(moe_skew, bool) or not isinstance(moe_skew, int | float) or not moe_skew >= 1:
-        raise TraceError(
-            f"moe_skew={moe_skew!r}: the expert load skew must be a number >= 1 (1 = uniform)"
-        )
+    check_moe_skew(moe_skew, "", None)  # a number >= 1; the experts are counted below
     opt = _choice(Optimizer, optimizer, "optimizer")
+    check_optimizer(mode_.value, opt.value)  # an optimizer would be ignored in inference
     if not isinstance(model, nn.Module):
         raise TraceError(f"trace() needs a torch.nn.Module, got {type(model).__name__}")
     train = mode_ is Mode.TRAIN
     inputs = tuple(example_inputs) if isinstance(example_inputs, tuple | list) else (example_inputs,)  # fmt: skip
     graph_name = name or _default_name(model, mode_)
+    check_moe_skew(moe_skew, graph_name, count_experts(model))
 
     fakes = _Fakes(_home_device(model, inputs))
     params = {n: fakes.of(p, train and p.requires_grad) for n, p in model.named_parameters()}
