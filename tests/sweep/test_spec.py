@@ -100,6 +100,10 @@ GRID = "[grid]\n"
         ("", GRID + 'wafer = ["torus8x8", "mesh4x4"]\noverride.dies.rows = [8]',
          "job 1 (hf:gpt2-tiny mesh4x4 dies.rows=8)"),
         ("", GRID + 'model = ["hf:gpt3"]', "job 0 (hf:gpt3 mesh4x4): model:"),
+        # an inference job has no optimizer update: the CLI refuses the pair, so does a sweep
+        ("", GRID + 'mode = ["train", "infer"]\noptimizer = ["adamw"]',
+         "job 1 (hf:gpt2-tiny mesh4x4): optimizer = 'adamw' applies to training only, and this "
+         "job has mode = 'infer'"),
         ("", GRID + 'wafer = ["mesh5x5"]', "job 0"),
         ("points = 3", "", "points must be an array of tables"),
     ],

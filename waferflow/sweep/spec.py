@@ -41,6 +41,7 @@ from typing import Any
 
 from waferflow.errors import ConfigError, WaferflowError
 from waferflow.fileio import read_text
+from waferflow.frontend.options import check_optimizer
 from waferflow.ir.target import Wafer, get_wafer
 from waferflow.ir.target.toml_io import loads_toml, wafer_from_doc, wafer_to_doc, wafer_to_toml
 
@@ -344,6 +345,14 @@ def _job(index: int, values: dict[str, Any], over: dict[str, Any], base_dir: Pat
             )
     override = tuple(over.items())
     job = Job(index=index, override=override, **values)
+    try:
+        check_optimizer(job.mode, job.optimizer)  # an inference job has no optimizer
+    except WaferflowError:
+        raise ConfigError(
+            f"job {index} ({job.label()}): optimizer = {job.optimizer!r} applies to training "
+            f"only, and this job has mode = {job.mode!r}: vary the optimizer over training "
+            "jobs only (list them as [[points]])"
+        ) from None
     try:
         wafer = build_wafer(job.wafer, override, base_dir)
     except WaferflowError as e:
