@@ -92,7 +92,7 @@ class Assembled:
     diagnostics: list[str]
 
 
-@dataclass
+@dataclass(slots=True)
 class _A:
     name: str
     core: int
@@ -200,6 +200,7 @@ class _Assembler(Transfers, ShiftAndSwitch):
         self._division: dict[tuple, tuple[int, int]] = {}
         # a step's passes, one tuple per distinct step (so the simulator times each once)
         self._step_work: dict[tuple, tuple[OpWork, ...]] = {}
+        self._works: dict[tuple, dict[tuple[int, int, int, int], tuple[OpWork, ...]]] = {}
 
     def run(self) -> Assembled | None:
         memo = self.memo
@@ -239,11 +240,11 @@ class _Assembler(Transfers, ShiftAndSwitch):
                   tuple(a.work))
             for i, a in enumerate(self.acts)
         ]  # fmt: skip
+        route, bcast, last = self.routes.get, self.bcast.get, self.last_use.get
         messages = [
-            Message(i, s, d, b, route=self.routes.get(i), holds=h,
-                    bcast=self.bcast.get(i, -1), last_use=self.last_use.get(i, -1))
+            Message(i, s, d, b, route(i), h, bcast(i, -1), last(i, -1))
             for i, (s, d, b, h) in enumerate(self.msgs)
-        ]  # fmt: skip
+        ]
         notes = [f"parallel plan {self.p.plan} of @{self.p.graph.name}",
                  f"layout: {self.p.layout.kind}"]  # fmt: skip
         plan = Plan.build(
@@ -480,32 +481,38 @@ class _Assembler(Transfers, ShiftAndSwitch):
         bw, lat = link.bandwidth, hops * link.latency
         phase, kind, module, stage = op.phase, op.kind, op.prov.module, ci.stage
         dep_keys = [[k for _, k in d] for d in deps]
-        acts, metas, step_work = self.acts, self.meta, self._step_work
+        acts, metas = self.acts, self.meta
         key = self.coll_key[index] = (id(op), ci.stage, block, ci.instance)
         need = self.stage_need.setdefault(key, {})
         at: list[dict[int, int]] = [{} for _ in ci.ranks]
         self.coll_at[index] = at
 
+        # a step's passes depend on the schedule, the op kind and the item size only: one
+        # tuple per (member, step), shared by every instance of the schedule
+        works = self._works.setdefault((id(sched), kind, itemsize), {})
+        prefixes = [f"{name}.r{rank}." for rank in ci.ranks]
+        cores = ci.cores
+        append_act, append_meta = acts.append, metas.append
+
         def new(member: int, step: int, label: str, got: int, reduced: int) -> int:
-            rank = ci.ranks[member]
             aid = len(acts)
-            need[step] = max(need.get(step, 0.0), got / bw + lat)
+            t = got / bw + lat
+            old = need.get(step)
+            if old is None or t > old:
+                need[step] = t
             at[member][step] = aid
-            actor = f"{name}.r{rank}.{label}"
-            a = _A(actor, ci.cores[member], reduced // itemsize, 2 * reduced + (got - reduced),
+            actor = prefixes[member] + label
+            a = _A(actor, cores[member], reduced // itemsize, 2 * reduced + (got - reduced),
                    got, dtype, phase, kind, module, 0, 0, stage, mb, layer)  # fmt: skip
-            got_pieces = pieces.get((member, step))
-            if got_pieces:  # copy what arrived, or add it into this rank's own buffer
-                own = max(got_pieces)
-                reads = (*got_pieces, own) if reduced else tuple(got_pieces)
-                wkey = (kind, a.flops, reads, (own,) if reduced else (got,))
-                work = step_work.get(wkey)
-                if work is None:
-                    work = step_work[wkey] = (OpWork(*wkey),)
+            wk = (member, step, got, reduced)
+            work = works.get(wk)
+            if work is None:
+                work = works[wk] = self._step_passes(pieces, wk, kind, a.flops)
+            if work:
                 a.work = work  # type: ignore[assignment]  # shared, never extended
-            acts.append(a)
-            metas.append(ActorMeta(block, [((f"{actor}.tmp", rank, 0), got, "activations")],
-                                   list(dep_keys[member])))  # fmt: skip
+            append_act(a)
+            append_meta(ActorMeta(block, [((f"{actor}.tmp", ci.ranks[member], 0), got,
+                                           "activations")], list(dep_keys[member])))  # fmt: skip
             steps[member].append(aid)
             return aid
 
@@ -553,6 +560,24 @@ class _Assembler(Transfers, ShiftAndSwitch):
                 self.msgs.append((src, steps[member][0], 0, True))
         self.coll_steps[index] = steps
         self.coll_final[index] = final
+
+    def _step_passes(
+        self, pieces: dict[tuple[int, int], list[int]], wk: tuple[int, int, int, int],
+        kind: K, flops: int,
+    ) -> tuple[OpWork, ...]:  # fmt: skip
+        """A step's passes: copy what arrived, or add it into this rank's own buffer
+        (empty for a start actor, which receives nothing)."""
+        member, step, got, reduced = wk
+        got_pieces = pieces.get((member, step))
+        if not got_pieces:
+            return ()
+        own = max(got_pieces)
+        reads = (*got_pieces, own) if reduced else tuple(got_pieces)
+        key = (kind, flops, reads, (own,) if reduced else (got,))
+        work = self._step_work.get(key)
+        if work is None:
+            work = self._step_work[key] = (OpWork(*key),)
+        return work
 
     def _position(self, v: Value) -> int:
         prod = v.producer
