@@ -19,6 +19,7 @@ from waferflow.api import CompiledPlan, load_plan
 from waferflow.cli import EXIT_USER_ERROR, main
 from waferflow.errors import ConfigError, PlanError
 from waferflow.frontend import trace, trace_model
+from waferflow.ir.plan import plan_to_json
 from waferflow.ir.target import get_wafer
 
 OPTIMIZER_MESSAGE = (
@@ -279,3 +280,22 @@ def test_the_view_hint_for_a_preset_names_the_preset_view(
     err = _refused(capsys, "simulate", str(preset_plan), "--wafer", "mesh16x16")
     assert _hinted_wafer(err) == "mesh16x16@4x"
     assert main(["simulate", str(preset_plan), "--wafer", "mesh16x16@4x", "-q"]) == 0
+
+
+def test_a_bare_plan_of_a_toml_wafer_asks_for_the_file(
+    coarse: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A bare plan (no wafer inside) names its wafer only: a wafer file's name is no
+    preset, so the message asks for the file, and giving it works."""
+    toml, plan = coarse
+    bare = tmp_path / "bare.json"
+    bare.write_text(plan_to_json(load_plan(plan).plan), encoding="utf-8")
+    capsys.readouterr()
+    err = _refused(capsys, "simulate", str(bare))
+    assert err == (
+        f"waferflow: error: {bare}: this bare plan names its wafer only, 'plain@4x', which is "
+        "not a preset: give the wafer file it was made for, --wafer PATH.toml@4x "
+        "(load_plan(..., wafer='PATH.toml@4x')); plans saved by `waferflow compile -o` or "
+        "CompiledPlan.save carry their wafer\n"
+    )
+    assert main(["simulate", str(bare), "--wafer", f"{toml}@4x"]) == 0

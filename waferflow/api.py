@@ -327,7 +327,7 @@ def loads_plan(
         ranks = _read_ranks(doc.get("ranks"), err)
     else:
         plan = plan_from_doc(doc, source=source)
-        w = get_wafer(wafer if wafer is not None else plan.wafer_name)
+        w = _bare_plan_wafer(plan, source, wafer)
         notes = ()
         ranks = None
     if wafer is not None and not isinstance(wafer, Wafer):
@@ -337,6 +337,24 @@ def loads_plan(
 
 
 _VIEW = re.compile(r"(.+)@([0-9]+)x")  # NAME@Kx: the K x K coarse view of NAME
+
+
+def _bare_plan_wafer(plan: Plan, source: str, wafer: str | Path | Wafer | None) -> Wafer:
+    """The wafer of a bare plan (no wafer TOML inside): ``wafer``, or the preset its
+    ``wafer_name`` names; a name that is no preset (a wafer file's) asks for the file."""
+    if wafer is not None:
+        return get_wafer(wafer)
+    try:
+        return get_wafer(plan.wafer_name)
+    except ConfigError:
+        made = _VIEW.fullmatch(plan.wafer_name)
+        view = f"@{made[2]}x" if made else ""
+        raise ConfigError(
+            f"{source}: this bare plan names its wafer only, {plan.wafer_name!r}, which is "
+            f"not a preset: give the wafer file it was made for, --wafer PATH.toml{view} "
+            f"(load_plan(..., wafer='PATH.toml{view}')); plans saved by `waferflow compile -o` "
+            "or CompiledPlan.save carry their wafer"
+        ) from None
 
 
 def _check_view(plan: Plan, w: Wafer, given: str | Path, *, bundle: bool) -> None:
