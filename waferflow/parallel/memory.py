@@ -23,9 +23,9 @@ fragmentation.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from itertools import chain, compress, count
+from itertools import chain, count
 from operator import attrgetter
 
 import numpy as np
@@ -211,7 +211,7 @@ def plan_memory(
 
 _OTHER, _BACKWARD, _FORWARD = 0, 1, 2  # an actor's block kind, from its first letter
 _ACTIVATIONS = CATEGORIES.index("activations")
-_FIELDS = attrgetter("block", "produces", "uses", "received", "resident")
+_FIELDS = attrgetter("block", "produces", "uses", "resident")
 _PHASE = attrgetter("phase")
 
 
@@ -252,56 +252,64 @@ class _Buffers:
     made_in_f: np.ndarray
 
 
+def _first(kid: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each key among the touches in ``mask`` and its first such touch."""
+    cand = np.flatnonzero(mask)
+    key, at = np.unique(kid[cand], return_index=True)
+    return key, cand[at]
+
+
 def _buffers(
     produces: Sequence[list],
     uses: Sequence[list],
-    received: Sequence[dict],
+    received: Callable[[int], dict],
     kind: np.ndarray,
     codes: _Codes,
 ) -> _Buffers:
     """The buffers of actors ``0..n-1`` (actor ``i`` makes ``produces[i]``, then reads
-    ``uses[i]``). A buffer is allocated by its first making, or by the first read of a
-    value the reader received; a read before either is of a value not held here."""
+    ``uses[i]``; ``received(i)`` is what it received). A buffer is allocated by its
+    first making, or by the first read of a value the reader received; a read before
+    either is of a value not held here."""
     n = len(kind)
-    prods = list(chain.from_iterable(produces))
-    reads = list(chain.from_iterable(uses))
-    np_, t = len(prods), len(prods) + len(reads)
-    at = np.arange(n)
+    pkeys, pbytes, pcats = list(zip(*chain.from_iterable(produces), strict=True)) or [(), (), ()]
     ucount = list(map(len, uses))
+    np_, t = len(pkeys), len(pkeys) + sum(ucount)
+    at = np.arange(n)
     pos = np.concatenate((np.repeat(at, list(map(len, produces))), np.repeat(at, ucount)))
-    pkeys, pbytes, pcats = zip(*prods, strict=True) if prods else ((), (), ())
     nbytes = np.zeros(t, np.int64)
     nbytes[:np_] = pbytes
     cat = np.full(t, _ACTIVATIONS, np.intp)
     cat[:np_] = codes.rows(pcats)
-    allocs = np.zeros(t, bool)  # a touch that allocates when its buffer is not held yet
-    allocs[:np_] = True
-    got = list(compress(count(), received))
-    if got:
-        first = np_ + np.concatenate(([0], np.cumsum(ucount)))
-        for a in got:
-            held = list(map(received[a].get, uses[a]))
-            hit = [j for j, b in enumerate(held) if b is not None]
-            where = first[a] + np.array(hit, np.intp)
-            allocs[where] = True
-            nbytes[where] = [held[j] for j in hit]
     # keys as ints (each the index of its first occurrence in this listing)
+    keys = [*pkeys, *chain.from_iterable(uses)]
     ids: dict = {}
-    kid = np.fromiter(map(ids.setdefault, chain(pkeys, reads), count()), np.intp, t)
+    kid = np.fromiter(map(ids.setdefault, keys, count()), np.intp, t)
     # the touches in order: by actor, an actor's makings before its reads
     order = np.argsort(np.concatenate((2 * pos[:np_], 2 * pos[np_:] + 1)), kind="stable")
-    kid, pos, nbytes, cat, allocs = kid[order], pos[order], nbytes[order], cat[order], allocs[order]
+    kid, pos, nbytes, cat = kid[order], pos[order], nbytes[order], cat[order]
     made = order < np_
-    # per key its first allocating touch: the buffer's birth (a key with none is
-    # only read here, never held); its touches from the birth on are its uses
-    cand = np.flatnonzero(allocs)
-    key, first_at = np.unique(kid[cand], return_index=True)
-    birth = cand[first_at]
-    row = np.full(t, -1, np.intp)
-    row[key] = np.arange(len(key))
+    # a buffer's birth is its key's first making, or an earlier read of it that its
+    # actor received; only the reads before a making look at what was received (few)
+    key, birth = _first(kid, made)
     born = np.full(t, t, np.intp)
     born[key] = birth
-    use = np.flatnonzero(np.arange(t) >= born[kid])
+    early = np.flatnonzero(~made & (np.arange(t) < born[kid]))
+    if len(early):
+        got, sizes = [], []
+        for i, j, a in zip(early.tolist(), order[early].tolist(), pos[early].tolist(), strict=True):
+            b = received(a).get(keys[j])
+            if b is not None:
+                got.append(i)
+                sizes.append(b)
+        if got:
+            nbytes[got] = sizes
+            allocs = made.copy()
+            allocs[got] = True
+            key, birth = _first(kid, allocs)
+            born[key] = birth
+    row = np.full(t, -1, np.intp)
+    row[key] = np.arange(len(key))
+    use = np.flatnonzero(np.arange(t) >= born[kid])  # the touches from each birth on
     b, p = row[kid[use]], pos[use]
     size = nbytes[birth]
     mk = made[use]
@@ -349,9 +357,7 @@ def _core(
     recompute: bool,
     codes: _Codes,
 ) -> CoreMemory:
-    blocks, produces, uses, received, res = zip(
-        *map(_FIELDS, map(meta.__getitem__, ids)), strict=True
-    )
+    blocks, produces, uses, res = zip(*map(_FIELDS, map(meta.__getitem__, ids)), strict=True)
     n = len(ids)
     resident: dict[str, tuple[int, str]] = {}
     for name, nbytes, c in chain.from_iterable(res):
@@ -362,7 +368,7 @@ def _core(
     res_cat = dict.fromkeys(CATEGORIES, 0)
     for nbytes, c in resident.values():
         res_cat[c] = res_cat.get(c, 0) + nbytes
-    bufs = _buffers(produces, uses, received, codes.kinds(blocks), codes)
+    bufs = _buffers(produces, uses, lambda i: meta[ids[i]].received, codes.kinds(blocks), codes)
     starts, ends, sizes, rows = _intervals(bufs, recompute)
     # bytes allocated and freed per category row and position (0..n)
     width = n + 1
