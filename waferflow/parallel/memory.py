@@ -23,8 +23,12 @@ fragmentation.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from itertools import chain, count
+from operator import attrgetter
+
+import numpy as np
 
 from waferflow.errors import PlanError
 from waferflow.ir.graph import Phase
@@ -183,10 +187,11 @@ def plan_memory(
 ) -> MemoryReport:
     """Peak bytes per core of ``plan`` (see the module docstring)."""
     cores: list[CoreMemory] = []
+    codes = _Codes()
     for core, ids in plan.order:
         if not ids or wafer.is_switch_node(core):
             continue  # a switch unit streams what it adds or copies: no buffers of its own
-        cores.append(_core(core, ids, plan, meta, wafer, recompute))
+        cores.append(_core(core, ids, plan, meta, wafer, recompute, codes))
     bad = [c for c in cores if not c.fits]
     tips = ()
     if bad:
@@ -197,6 +202,152 @@ def plan_memory(
     )
 
 
+# The liveness is computed on arrays rather than actor by actor (a plan has 10^5
+# actors): the core's touches (an actor's makings, then its reads) in order give each
+# buffer's live interval(s), and running sums per category of the bytes allocated and
+# freed at each position give the peak. Within a position frees come first, so a
+# category's most is its value after some position, and the peak is the first
+# position with the largest total.
+
+_OTHER, _BACKWARD, _FORWARD = 0, 1, 2  # an actor's block kind, from its first letter
+_ACTIVATIONS = CATEGORIES.index("activations")
+_FIELDS = attrgetter("block", "produces", "uses", "resident")
+_PHASE = attrgetter("phase")
+
+
+@dataclass
+class _Codes:
+    """Small ints for the strings of one plan, shared by its cores: block -> kind,
+    category -> row (CATEGORIES first; any other category after them, counted in
+    the peak but not reported)."""
+
+    blocks: dict[str, int] = field(default_factory=dict)
+    cats: dict[str, int] = field(default_factory=lambda: {c: i for i, c in enumerate(CATEGORIES)})
+
+    def kinds(self, blocks: Sequence[str]) -> np.ndarray:
+        for b in set(blocks).difference(self.blocks):
+            first = b[:1]
+            self.blocks[b] = _BACKWARD if first == "B" else _FORWARD if first == "F" else _OTHER
+        return np.fromiter(map(self.blocks.__getitem__, blocks), np.int8, len(blocks))
+
+    def rows(self, cats: Sequence[str]) -> np.ndarray:
+        for c in set(cats).difference(self.cats):
+            self.cats[c] = len(self.cats)
+        return np.fromiter(map(self.cats.__getitem__, cats), np.intp, len(cats))
+
+
+@dataclass(frozen=True)
+class _Buffers:
+    """A core's buffers, an entry each: bytes, category row, the positions (indices
+    into the core's actors) of its first touch, its last, its last outside a backward
+    block, its first and last inside one (-1: none), and whether a forward actor made it."""
+
+    nbytes: np.ndarray
+    cat: np.ndarray
+    start: np.ndarray
+    last: np.ndarray
+    fwd_last: np.ndarray
+    bwd_first: np.ndarray
+    bwd_last: np.ndarray
+    made_in_f: np.ndarray
+
+
+def _first(kid: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each key among the touches in ``mask`` and its first such touch."""
+    cand = np.flatnonzero(mask)
+    key, at = np.unique(kid[cand], return_index=True)
+    return key, cand[at]
+
+
+def _buffers(
+    produces: Sequence[list],
+    uses: Sequence[list],
+    received: Callable[[int], dict],
+    kind: np.ndarray,
+    codes: _Codes,
+) -> _Buffers:
+    """The buffers of actors ``0..n-1`` (actor ``i`` makes ``produces[i]``, then reads
+    ``uses[i]``; ``received(i)`` is what it received). A buffer is allocated by its
+    first making, or by the first read of a value the reader received; a read before
+    either is of a value not held here."""
+    n = len(kind)
+    pkeys, pbytes, pcats = list(zip(*chain.from_iterable(produces), strict=True)) or [(), (), ()]
+    ucount = list(map(len, uses))
+    np_, t = len(pkeys), len(pkeys) + sum(ucount)
+    at = np.arange(n)
+    pos = np.concatenate((np.repeat(at, list(map(len, produces))), np.repeat(at, ucount)))
+    nbytes = np.zeros(t, np.int64)
+    nbytes[:np_] = pbytes
+    cat = np.full(t, _ACTIVATIONS, np.intp)
+    cat[:np_] = codes.rows(pcats)
+    # keys as ints (each the index of its first occurrence in this listing)
+    keys = [*pkeys, *chain.from_iterable(uses)]
+    ids: dict = {}
+    kid = np.fromiter(map(ids.setdefault, keys, count()), np.intp, t)
+    # the touches in order: by actor, an actor's makings before its reads
+    order = np.argsort(np.concatenate((2 * pos[:np_], 2 * pos[np_:] + 1)), kind="stable")
+    kid, pos, nbytes, cat = kid[order], pos[order], nbytes[order], cat[order]
+    made = order < np_
+    # a buffer's birth is its key's first making, or an earlier read of it that its
+    # actor received; only the reads before a making look at what was received (few)
+    key, birth = _first(kid, made)
+    born = np.full(t, t, np.intp)
+    born[key] = birth
+    early = np.flatnonzero(~made & (np.arange(t) < born[kid]))
+    if len(early):
+        got, sizes = [], []
+        for i, j, a in zip(early.tolist(), order[early].tolist(), pos[early].tolist(), strict=True):
+            b = received(a).get(keys[j])
+            if b is not None:
+                got.append(i)
+                sizes.append(b)
+        if got:
+            nbytes[got] = sizes
+            allocs = made.copy()
+            allocs[got] = True
+            key, birth = _first(kid, allocs)
+            born[key] = birth
+    row = np.full(t, -1, np.intp)
+    row[key] = np.arange(len(key))
+    use = np.flatnonzero(np.arange(t) >= born[kid])  # the touches from each birth on
+    b, p = row[kid[use]], pos[use]
+    size = nbytes[birth]
+    mk = made[use]
+    np.maximum.at(size, b[mk], nbytes[use][mk])  # a larger making grows the buffer
+    start = pos[birth]
+    last = start.copy()
+    np.maximum.at(last, b, p)
+    bwd = kind[p] == _BACKWARD
+    fwd_last = np.full(len(key), -1, np.int64)
+    np.maximum.at(fwd_last, b[~bwd], p[~bwd])
+    bwd_last = np.full(len(key), -1, np.int64)
+    np.maximum.at(bwd_last, b[bwd], p[bwd])
+    bwd_first = np.full(len(key), n, np.int64)
+    np.minimum.at(bwd_first, b[bwd], p[bwd])
+    bwd_first[bwd_last < 0] = -1
+    return _Buffers(
+        nbytes=size, cat=cat[birth], start=start, last=last, fwd_last=fwd_last,
+        bwd_first=bwd_first, bwd_last=bwd_last,
+        made_in_f=made[birth] & (kind[start] == _FORWARD),
+    )  # fmt: skip
+
+
+def _intervals(
+    bufs: _Buffers, recompute: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Live intervals [from, to) with their bytes and category rows: with recompute a
+    forward value is freed after its forward readers and lives again over its
+    backward readers."""
+    again = bufs.made_in_f & (bufs.bwd_first >= 0) & recompute
+    fwd_end = np.where(bufs.fwd_last >= 0, bufs.fwd_last, bufs.start) + 1
+    return (
+        np.concatenate((bufs.start, bufs.bwd_first[again])),
+        np.concatenate((np.where(again, fwd_end, bufs.last + 1), bufs.bwd_last[again] + 1)),
+        np.concatenate((bufs.nbytes, bufs.nbytes[again])),
+        np.concatenate((bufs.cat, bufs.cat[again])),
+    )
+
+
 def _core(
     core: int,
     ids: Sequence[int],
@@ -204,102 +355,52 @@ def _core(
     meta: Sequence[ActorMeta],
     wafer: Wafer,
     recompute: bool,
+    codes: _Codes,
 ) -> CoreMemory:
+    blocks, produces, uses, res = zip(*map(_FIELDS, map(meta.__getitem__, ids)), strict=True)
+    n = len(ids)
     resident: dict[str, tuple[int, str]] = {}
-    # per buffer, in order of allocation: [first position, bytes, category, last use,
-    # last use outside a backward block, first and last use inside one (-1: none),
-    # made in a forward block] (one record, so that a use costs one lookup)
-    bufs: dict[tuple, list] = {}
-    for pos, aid in enumerate(ids):
-        m = meta[aid]
-        backward = m.block.startswith("B")
-        forward = m.block.startswith("F")
-        for name, nbytes, c in m.resident:
-            old = resident.get(name)
-            if old is None or old[0] < nbytes:
-                resident[name] = (nbytes, c)
-        touched = []  # the buffers this actor makes or reads
-        for key, nbytes, c in m.produces:
-            b = bufs.get(key)
-            if b is None:
-                b = bufs[key] = [pos, nbytes, c, pos, -1, -1, -1, forward]
-            elif b[1] < nbytes:
-                b[1] = nbytes
-            touched.append(b)
-        received = m.received
-        for key in m.uses:
-            b = bufs.get(key)
-            if b is None:
-                nbytes = received.get(key)
-                if nbytes is None:
-                    continue  # produced elsewhere and not held here
-                b = bufs[key] = [pos, nbytes, "activations", pos, -1, -1, -1, False]
-            touched.append(b)
-        for b in touched:
-            b[3] = pos
-            if backward:
-                b[6] = pos
-                if b[5] < 0:
-                    b[5] = pos
-            else:
-                b[4] = pos
-    events: list[tuple[int, int, str]] = []  # (position, +/- bytes, category)
-    for start, nbytes, c, last, fwd_last, bwd_first, bwd_last, made_in_f in bufs.values():
-        if recompute and made_in_f and bwd_first >= 0:
-            events.append((start, nbytes, c))
-            events.append(((fwd_last if fwd_last >= 0 else start) + 1, -nbytes, c))
-            events.append((bwd_first, nbytes, c))
-            events.append((bwd_last + 1, -nbytes, c))
-        else:
-            events.append((start, nbytes, c))
-            events.append((last + 1, -nbytes, c))
-    update = next((pos for pos, aid in enumerate(ids) if plan.actors[aid].phase is Phase.OPT), None)
-    events.sort()  # ties at one position sum alike in any order
-    live = 0
-    by_cat = dict.fromkeys(CATEGORIES, 0)
-    best = 0
-    best_cat = dict(by_cat)
-    best_pos = 0
-    most = dict(by_cat)
-    # at one position frees sort first, so a category's running sum there falls, then
-    # rises to its value after the position: its most is seen event by event
-    i, n = 0, len(events)
-    while i < n:
-        pos = events[i][0]
-        while i < n and events[i][0] == pos:
-            _, d, c = events[i]
-            live += d
-            v = by_cat[c] = by_cat.get(c, 0) + d
-            if v > most.get(c, 0):
-                most[c] = v
-            i += 1
-        if live > best:
-            best, best_cat, best_pos = live, dict(by_cat), pos
+    for name, nbytes, c in chain.from_iterable(res):
+        old = resident.get(name)
+        if old is None or old[0] < nbytes:
+            resident[name] = (nbytes, c)
     res_total = sum(b for b, _ in resident.values())
     res_cat = dict.fromkeys(CATEGORIES, 0)
     for nbytes, c in resident.values():
         res_cat[c] = res_cat.get(c, 0) + nbytes
-    breakdown = {c: best_cat.get(c, 0) + res_cat[c] for c in CATEGORIES}
+    bufs = _buffers(produces, uses, lambda i: meta[ids[i]].received, codes.kinds(blocks), codes)
+    starts, ends, sizes, rows = _intervals(bufs, recompute)
+    # bytes allocated and freed per category row and position (0..n)
+    width = n + 1
+    made = np.zeros(len(codes.cats) * width, np.int64)
+    np.add.at(made, rows * width + starts, sizes)
+    freed = np.zeros(len(codes.cats) * width, np.int64)
+    np.add.at(freed, rows * width + ends, sizes)
+    made, freed = made.reshape(-1, width), freed.reshape(-1, width)
+    by_cat = np.cumsum(made - freed, axis=1)  # live bytes after each position
+    live = by_cat.sum(axis=0)
+    best = int(live.max())
+    best_pos = int(live.argmax()) if best > 0 else 0
+    best_cat = by_cat[:, best_pos].tolist() if best > 0 else [0] * len(codes.cats)
+    most = np.maximum(by_cat.max(axis=1), 0).tolist()
     at_update: dict[str, int] = {}
-    if update is not None:  # buffers made before L's first actor and read from it on
-        at_update = dict(res_cat)
-        for p, d, c in events:
-            if p < update or (d < 0 and p == update):  # freed once L's first actor starts
-                at_update[c] = at_update.get(c, 0) + d
+    phases = list(map(_PHASE, map(plan.actors.__getitem__, ids)))
+    if Phase.OPT in phases:  # buffers made before its first actor and read from it on
+        update = phases.index(Phase.OPT)
+        held = (made[:, :update].sum(axis=1) - freed[:, : update + 1].sum(axis=1)).tolist()
+        at_update = {c: res_cat[c] + held[i] for i, c in enumerate(CATEGORIES)}
     coord = divmod(core, wafer.cols)
-    stage = plan.actors[ids[0]].stage
-    peak_actor = plan.actors[ids[min(best_pos, len(ids) - 1)]].name if ids else ""
     return CoreMemory(
         core=core,
         coord=coord,
         peak_bytes=res_total + best,
         capacity_bytes=wafer.core_sram_bytes(coord),
-        breakdown=tuple((c, breakdown.get(c, 0)) for c in CATEGORIES),
-        peak_actor=peak_actor,
-        stage=stage,
+        breakdown=tuple((c, best_cat[i] + res_cat[c]) for i, c in enumerate(CATEGORIES)),
+        peak_actor=plan.actors[ids[min(best_pos, n - 1)]].name,
+        stage=plan.actors[ids[0]].stage,
         resident=tuple((c, res_cat[c]) for c in CATEGORIES),
         at_update=tuple((c, at_update[c]) for c in CATEGORIES) if at_update else (),
-        most=tuple((c, most.get(c, 0) + res_cat[c]) for c in CATEGORIES),
+        most=tuple((c, most[i] + res_cat[c]) for i, c in enumerate(CATEGORIES)),
     )
 
 
