@@ -494,14 +494,14 @@ class _Assembler(Transfers, ShiftAndSwitch):
         cores = ci.cores
         append_act, append_meta = acts.append, metas.append
 
-        def new(member: int, step: int, label: str, got: int, reduced: int) -> int:
+        def new(member: int, step: int, got: int, reduced: int, label: str = "") -> int:
             aid = len(acts)
             t = got / bw + lat
             old = need.get(step)
             if old is None or t > old:
                 need[step] = t
             at[member][step] = aid
-            actor = prefixes[member] + label
+            actor = prefixes[member] + (label or f"t{step}")
             a = _A(actor, cores[member], reduced // itemsize, 2 * reduced + (got - reduced),
                    got, dtype, phase, kind, module, 0, 0, stage, mb, layer)  # fmt: skip
             wk = (member, step, got, reduced)
@@ -518,11 +518,11 @@ class _Assembler(Transfers, ShiftAndSwitch):
 
         if innet:  # the switches add and copy: each rank sends its input and receives
             ins_ = [
-                e if e is not None else new(i, -1, "start", 0, 0) for i, e in enumerate(entries)
+                e if e is not None else new(i, -1, 0, 0, "start") for i, e in enumerate(entries)
             ]
             final = self.wire_in_network(
                 op.kind, ci.cores, per_rank, ins_,
-                lambda i, got: new(i, 1 << 30, "recv", 0, 0),  # streamed into place
+                lambda i, got: new(i, 1 << 30, 0, 0, "recv"),  # streamed into place
                 lambda node, label, got: _A(
                     f"{name}.{label}", node, phase=op.phase, op_kind=op.kind,
                     module=op.prov.module, stage=ci.stage, microbatch=mb,
@@ -532,8 +532,8 @@ class _Assembler(Transfers, ShiftAndSwitch):
             final = wire(
                 ex,
                 entries,
-                lambda i, j, got, red: new(i, j, f"t{j}", got, red),
-                lambda i: new(i, -1, "start", 0, 0),
+                new,  # step j's actor is named tj
+                lambda i: new(i, -1, 0, 0, "start"),
                 lambda s, d, b: self.msgs.append((s, d, b, True)),
             )
         gathers_param = op.kind is K.ALL_GATHER and stored_shard(
