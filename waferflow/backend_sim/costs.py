@@ -167,13 +167,15 @@ class ActorTimes:
     def durations(self, actors: Sequence[Actor]) -> list[int]:
         """``compute_ps`` of every actor (a wafer with a ``[core]``), 0 on a switch.
 
-        A per-actor ``compute_ps`` call costs more than the timing it looks up, so this
-        loop keys each actor by identities: its ``work`` tuple, its dtype (an enum
-        member is a singleton; hashing one calls Python) and its node's capacity (1.0
-        everywhere on a wafer without dead or partly dead nodes). A ``work`` tuple seen
-        the first time (plans rebuild them per rank) is keyed by its ``OpWork`` objects,
-        each numbered once by value: equal ``OpWork`` objects that are not the same
-        object compare field by field, which is what a lookup by value costs."""
+        A ``compute_ps`` call per actor costs more than the timing it looks up, so the
+        loop keys actors by identities: the last actor's time holds for the next one of
+        the same ``work``, dtype and node capacity (an op's actors tend to come in a
+        row); else the key is the ``work`` tuple, or its one pass (plans rebuild
+        one-pass tuples per rank around shared ``OpWork`` objects), with the dtype (an
+        enum member is a singleton, and hashing one calls Python) and the capacity
+        (1.0 everywhere on a wafer without dead or partly dead nodes: not looked up).
+        A key seen the first time goes by value, its passes numbered once per object:
+        equal ``OpWork`` objects that are not the same compare field by field."""
         wafer = self.wafer
         switches = wafer.num_cores if wafer.tree is not None else math.inf  # from this id
         uniform = not wafer.dead_cores and not wafer.partial_cores
@@ -200,10 +202,8 @@ class ActorTimes:
             dtype = a.dtype
             if not uniform:
                 cap = self.capacity(core)
-            # the actors of one op tend to come in a row: the last actor's time holds
             if work is not last_work or dtype is not last_dtype or cap != last_cap:
                 last_work, last_dtype, last_cap = work, dtype, cap
-                # plans rebuild one-pass tuples per rank around shared passes
                 key = (id(work[0] if len(work) == 1 else work), id(dtype), cap)
                 got = by_work.get(key)
                 if got is None:
