@@ -164,6 +164,63 @@ class ActorTimes:
             got = self._ps[id(passes)] = _sum_ps(passes, self.wafer.clock_hz)
         return got
 
+    def durations(self, actors: Sequence[Actor]) -> list[int]:
+        """``compute_ps`` of every actor (a wafer with a ``[core]``), 0 on a switch.
+
+        A ``compute_ps`` call per actor costs more than the timing it looks up, so the
+        loop keys actors by identities: the last actor's time holds for the next one of
+        the same ``work``, dtype and node capacity (an op's actors tend to come in a
+        row); else the key is the ``work`` tuple, or its one pass (plans rebuild
+        one-pass tuples per rank around shared ``OpWork`` objects), with the dtype (an
+        enum member is a singleton, and hashing one calls Python) and the capacity
+        (1.0 everywhere on a wafer without dead or partly dead nodes: not looked up).
+        A key seen the first time goes by value, its passes numbered once per object:
+        equal ``OpWork`` objects that are not the same compare field by field."""
+        wafer = self.wafer
+        switches = wafer.num_cores if wafer.tree is not None else math.inf  # from this id
+        uniform = not wafer.dead_cores and not wafer.partial_cores
+        by_work: dict[tuple[int, int, float], int] = {}
+        by_value: dict[tuple[tuple[int, ...], int, float], int] = {}
+        number: dict[int, int] = {}  # id(OpWork) -> its value's number
+        numbers: dict[OpWork, int] = {}
+        number_of = number.get
+        out: list[int] = []
+        append = out.append
+        cap = last_cap = 1.0
+        last_work: tuple[OpWork, ...] | None = None
+        last_dtype: DType | None = None
+        ps = 0
+        for a in actors:
+            core = a.core
+            if core >= switches:
+                append(0)
+                continue
+            work = a.work
+            if not work:
+                append(self.compute_ps(a))
+                continue
+            dtype = a.dtype
+            if not uniform:
+                cap = self.capacity(core)
+            if work is not last_work or dtype is not last_dtype or cap != last_cap:
+                last_work, last_dtype, last_cap = work, dtype, cap
+                key = (id(work[0] if len(work) == 1 else work), id(dtype), cap)
+                got = by_work.get(key)
+                if got is None:
+                    nums = tuple(map(number_of, map(id, work)))
+                    if None in nums:
+                        for w in work:
+                            number.setdefault(id(w), numbers.setdefault(w, len(numbers)))
+                        nums = tuple(map(number_of, map(id, work)))
+                    value = (nums, key[1], cap)
+                    got = by_value.get(value)
+                    if got is None:
+                        got = by_value[value] = self.compute_ps(a)
+                    by_work[key] = got
+                ps = got
+            append(ps)
+        return out
+
 
 def _sum_ps(passes: Sequence[PassTime], clock_hz: float) -> int:
     return duration_ps(sum(p.cycles for p in passes), clock_hz)
@@ -173,6 +230,8 @@ def actor_durations(actors: Sequence[Actor], wafer: Wafer, compute: ComputeModel
     """``compute(actor, wafer)`` for every actor; the default model through
     ``ActorTimes``. An in-network step on a switch adds and copies at line rate: no
     time of its own."""
+    if compute is compute_ps and wafer.core is not None:
+        return ActorTimes(wafer).durations(actors)
     switch = wafer.is_switch_node
     if compute is compute_ps:
         times = ActorTimes(wafer)

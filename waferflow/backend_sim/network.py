@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from waferflow.backend_sim.config import SimConfig
 from waferflow.backend_sim.costs import (
@@ -125,16 +127,19 @@ def prepare(plan: Plan, wafer: Wafer, config: SimConfig) -> Prepared:
     cores = plan.cores
     ci_of = {c: i for i, c in enumerate(cores)}
     actors = plan.actors
-    actor_ci = [ci_of.get(a.core, -1) for a in actors]
+    acore = [a.core for a in actors]
+    actor_ci = [ci_of.get(c, -1) for c in acore]
     dur = actor_durations(actors, wafer, config.compute)
-    for a, d in zip(actors, dur, strict=True):
-        if d < 0:
-            raise PlanError(f"compute model gave actor {a.id} ({a.name!r}) a negative duration")
+    if dur and min(dur) < 0:
+        a = actors[next(i for i, d in enumerate(dur) if d < 0)]
+        raise PlanError(f"compute model gave actor {a.id} ({a.name!r}) a negative duration")
     order_map = dict(plan.order)
     order = [list(order_map[c]) for c in cores]
-    out: list[list[int]] = [[] for _ in actors]
-    for m in plan.messages:
-        out[m.src_actor].append(m.id)
+    msgs = plan.messages  # ids are positions (verify_plan)
+    src = [m.src_actor for m in msgs]
+    dst = [m.dst_actor for m in msgs]
+    nbytes = [m.bytes for m in msgs]
+    routes = [m.route for m in msgs]
 
     cols = wafer.cols
     specs: dict[bool, tuple[int, float]] = {
@@ -161,7 +166,6 @@ def prepare(plan: Plan, wafer: Wafer, config: SimConfig) -> Prepared:
     # a switched fabric's levels differ in bandwidth and latency: specs per link
     ragged = bool(wafer.fine_rows or wafer.fine_cols)
     tree = wafer.tree is not None
-    shared = not (ragged or tree)  # else links differ in spec: no per-shape sharing
     link_bw: list[float] = []
     link_lat: list[int] = []
 
@@ -195,27 +199,37 @@ def prepare(plan: Plan, wafer: Wafer, config: SimConfig) -> Prepared:
             ser_cache[(on_d2d, size)] = v
         return v
 
+    # Messages between the same cores (or over the same explicit route) with the same
+    # payload share links, timings and packets: each class is worked out once, from its
+    # first message, classes in the order of their first messages (so links are still
+    # numbered in the order messages first use them, and a bad route fails as before).
+    sender = np.fromiter(src, np.int64, len(src))
+    cls, firsts = _classes(acore, sender, dst, nbytes, routes)
     lat_on, lat_d2d = specs[False][0], specs[True][0]
-    n_msgs = len(plan.messages)
-    msg_local = [False] * n_msgs
-    msg_links: list[tuple[int, ...]] = [()] * n_msgs
-    msg_lat: list[tuple[int, ...]] = [()] * n_msgs
-    msg_sf: list[tuple[int, ...]] = [()] * n_msgs
-    msg_sl: list[tuple[int, ...]] = [()] * n_msgs
-    msg_npk = [0] * n_msgs
+    c_local: list[bool] = []
+    c_links: list[tuple[int, ...]] = []
+    c_lat: list[tuple[int, ...]] = []
+    c_sf: list[tuple[int, ...]] = []
+    c_sl: list[tuple[int, ...]] = []
+    c_npk: list[int] = []
     explicit: dict[tuple[int, ...], tuple[tuple[int, ...], tuple[bool, ...]]] = {}
-    shapes: dict[tuple[int, tuple[bool, ...]], tuple[tuple[int, ...], ...]] = {}
-    for m in plan.messages:
-        s = actors[m.src_actor].core
-        d = actors[m.dst_actor].core
+    for i in firsts:
+        s = acore[src[i]]
+        d = acore[dst[i]]
+        c_local.append(s == d)
         if s == d:
-            msg_local[m.id] = True
+            c_links.append(())
+            c_lat.append(())
+            c_sf.append(())
+            c_sl.append(())
+            c_npk.append(0)
             continue
-        if m.route is not None:
-            cached = explicit.get(m.route)
+        r = routes[i]
+        if r is not None:
+            cached = explicit.get(r)
             if cached is None:  # many messages share a route: check and number it once
-                _check_route(wafer, m.id, list(m.route))
-                cached = explicit[m.route] = links_of([wafer.physical_node(x) for x in m.route])
+                _check_route(wafer, i, list(r))
+                cached = explicit[r] = links_of([wafer.physical_node(x) for x in r])
             links, kinds = cached
         else:
             cached = route_cache.get((s, d))
@@ -224,56 +238,52 @@ def prepare(plan: Plan, wafer: Wafer, config: SimConfig) -> Prepared:
                 cached = links_of([wafer.node_id(x) for x in path])
                 route_cache[(s, d)] = cached
             links, kinds = cached
-        if shared:
-            shape = shapes.get((m.bytes, kinds))
-            if shape is not None:
-                msg_sf[m.id], msg_sl[m.id], msg_lat[m.id], msg_npk[m.id] = shape
-                msg_links[m.id] = links
-                continue
-        n, full, last = packetize(m.bytes, flow.packet_bytes, flow.header_packets)
+        n, full, last = packetize(nbytes[i], flow.packet_bytes, flow.header_packets)
         h = len(links)
         if ragged or tree:
-            msg_sf[m.id] = tuple(duration_ps(full, link_bw[li]) for li in links)
-            msg_sl[m.id] = tuple(duration_ps(last, link_bw[li]) for li in links)
-            msg_lat[m.id] = (
+            c_sf.append(tuple(duration_ps(full, link_bw[li]) for li in links))
+            c_sl.append(tuple(duration_ps(last, link_bw[li]) for li in links))
+            c_lat.append(
                 tuple(link_lat[li] for li in links)
                 if tree
                 else tuple(lat_d2d if k else lat_on for k in kinds)
             )
         elif True in kinds:
-            msg_sf[m.id] = tuple(ser(k, full) for k in kinds)
-            msg_sl[m.id] = tuple(ser(k, last) for k in kinds)
-            msg_lat[m.id] = tuple(lat_d2d if k else lat_on for k in kinds)
+            c_sf.append(tuple(ser(k, full) for k in kinds))
+            c_sl.append(tuple(ser(k, last) for k in kinds))
+            c_lat.append(tuple(lat_d2d if k else lat_on for k in kinds))
         else:
-            msg_sf[m.id] = (ser(False, full),) * h
-            msg_sl[m.id] = (ser(False, last),) * h
-            msg_lat[m.id] = (lat_on,) * h
-        msg_links[m.id] = links
-        msg_npk[m.id] = n
-        if shared:  # messages of one size over hops of the same kinds: one shape
-            shapes[(m.bytes, kinds)] = (msg_sf[m.id], msg_sl[m.id], msg_lat[m.id], n)
+            c_sf.append((ser(False, full),) * h)
+            c_sl.append((ser(False, last),) * h)
+            c_lat.append((lat_on,) * h)
+        c_links.append(links)
+        c_npk.append(n)
+    msg_local = np.array(c_local, dtype=bool)[cls].tolist()
+    n_msgs = len(msgs)
     lead = list(range(n_msgs))
     members: dict[int, list[int]] = {}
-    first: dict[tuple[int, int], int] = {}
-    for m in plan.messages:
-        if m.bcast >= 0 and not msg_local[m.id]:
-            L = first.setdefault((m.src_actor, m.bcast), m.id)
-            lead[m.id] = L
-            members.setdefault(L, []).append(m.id)
+    bcast = [m.bcast for m in msgs]
+    if max(bcast, default=-1) >= 0:
+        first: dict[tuple[int, int], int] = {}
+        for i, b in enumerate(bcast):
+            if b >= 0 and not msg_local[i]:
+                L = first.setdefault((src[i], b), i)
+                lead[i] = L
+                members.setdefault(L, []).append(i)
     prepared = Prepared(
         cores=cores,
         actor_ci=actor_ci,
         dur=dur,
         order=order,
-        out_msgs=[tuple(o) for o in out],
-        msg_src=[m.src_actor for m in plan.messages],
-        msg_dst=[m.dst_actor for m in plan.messages],
+        out_msgs=_out_msgs(sender, len(actors)),
+        msg_src=src,
+        msg_dst=dst,
         msg_local=msg_local,
-        msg_links=msg_links,
-        msg_lat=msg_lat,
-        msg_ser_full=msg_sf,
-        msg_ser_last=msg_sl,
-        msg_npk=msg_npk,
+        msg_links=_spread(c_links, cls),
+        msg_lat=_spread(c_lat, cls),
+        msg_ser_full=_spread(c_sf, cls),
+        msg_ser_last=_spread(c_sl, cls),
+        msg_npk=_spread(c_npk, cls),
         link_src=link_src,
         link_dst=link_dst,
         link_d2d=link_d2d,
@@ -281,8 +291,8 @@ def prepare(plan: Plan, wafer: Wafer, config: SimConfig) -> Prepared:
         msg_lead=lead,
         lead_members={L: tuple(ids) for L, ids in members.items() if len(ids) > 1},
         stream_cap=[flow.max_streams] * len(cores),
-        msg_bytes=[m.bytes for m in plan.messages],
-        msg_last_use=[m.last_use for m in plan.messages],
+        msg_bytes=nbytes,
+        msg_last_use=[m.last_use for m in msgs],
         n_plan_actors=len(actors),
         n_plan_msgs=n_msgs,
         n_plan_links=len(link_src),
@@ -296,6 +306,94 @@ def prepare(plan: Plan, wafer: Wafer, config: SimConfig) -> Prepared:
 
         prepared.mem = plan_memory(prepared, plan, wafer.memory, wafer.sram_bytes)
     return prepared
+
+
+def _int_key(values: list[Any]) -> np.ndarray:
+    """``values`` (ints, as ``verify_plan`` checks) as int64, or numbered in order of
+    first appearance when one does not fit (a payload of 2**63 bytes or more)."""
+    try:
+        return np.fromiter(values, np.int64, len(values))
+    except OverflowError:
+        ids: dict[Any, int] = {}
+        return np.fromiter((ids.setdefault(v, len(ids)) for v in values), np.int64, len(values))
+
+
+def _classes(
+    acore: list[int],
+    sender: np.ndarray,
+    dst: list[int],
+    nbytes: list[int],
+    routes: list[tuple[int, ...] | None],
+) -> tuple[np.ndarray, list[int]]:
+    """Per message its class (same source and destination core, explicit route and
+    payload), classes numbered in the order of their first messages; and per class its
+    first message."""
+    n = len(sender)
+    if n == 0:
+        return np.zeros(0, np.int64), []
+    core = np.fromiter(acore, np.int64, len(acore))
+    keys = [
+        _int_key(nbytes),
+        core[np.fromiter(dst, np.int64, n)],
+        core[sender],
+    ]
+    distinct = dict.fromkeys(routes)
+    if len(distinct) > 1 or None not in distinct:  # explicit routes: numbered by value
+        number = {r: i for i, r in enumerate(distinct)}  # (None is one more)
+        keys.insert(1, np.fromiter(map(number.__getitem__, routes), np.int64, n))
+    order = np.lexsort(keys)  # stable: a class's messages in id order
+    new = np.zeros(n, dtype=bool)
+    new[0] = True
+    for k in keys:
+        ks = k[order]
+        new[1:] |= ks[1:] != ks[:-1]
+    first = order[new]  # per class (in key order) its first message
+    by_first = np.argsort(first)
+    rank = np.empty(len(first), dtype=np.int64)
+    rank[by_first] = np.arange(len(first))
+    cls = np.empty(n, dtype=np.int64)
+    cls[order] = rank[np.cumsum(new) - 1]
+    return cls, first[by_first].tolist()
+
+
+def _out_msgs(sender: np.ndarray, n_actors: int) -> list[tuple[int, ...]]:
+    """Per actor the ids of the messages it sends, ascending. Built per out-degree: the
+    ``j``-th message of every actor that sends ``k`` is one column, and zipping the
+    ``k`` columns makes their tuples (no list per actor to grow); a degree few actors
+    have is sliced actor by actor instead (no column of a handful)."""
+    if n_actors == 0:
+        return []
+    by_sender = np.argsort(sender, kind="stable")  # ids grouped by sender, ascending
+    degree = np.bincount(sender, minlength=n_actors)
+    start = np.cumsum(degree) - degree
+    out = np.fromiter(itertools.repeat((), n_actors), dtype=object, count=n_actors)
+    by_degree = np.argsort(degree, kind="stable")
+    ks, bounds = np.unique(degree[by_degree], return_index=True)
+    ids: list[int] = []
+    ends = [*bounds[1:].tolist(), n_actors]
+    for k, a, b in zip(ks.tolist(), bounds.tolist(), ends, strict=True):
+        if k == 0:
+            continue
+        who = by_degree[a:b]
+        first = start[who]
+        if b - a >= _COLUMN_MIN:
+            cols = [by_sender[first + j].tolist() for j in range(k)]
+            out[who] = np.fromiter(zip(*cols, strict=True), dtype=object, count=b - a)
+        else:
+            if not ids:
+                ids = by_sender.tolist()
+            out[who] = np.fromiter(
+                (tuple(ids[s : s + k]) for s in first.tolist()), dtype=object, count=b - a
+            )
+    return out.tolist()
+
+
+_COLUMN_MIN = 16  # actors of one out-degree from which _out_msgs zips columns
+
+
+def _spread(per_class: list[Any], cls: np.ndarray) -> list[Any]:
+    """Per message its class's value (the same objects)."""
+    return np.fromiter(per_class, dtype=object, count=len(per_class))[cls].tolist()
 
 
 def _check_route(wafer: Wafer, mid: int, path: list[int]) -> None:
