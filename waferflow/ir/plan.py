@@ -183,6 +183,15 @@ def verify_plan(plan: Plan, wafer: Wafer | None = None) -> None:
     """
     n = len(plan.actors)
     for i, a in enumerate(plan.actors):
+        counts = (a.core, a.flops, a.bytes_read, a.bytes_written, a.mem_bytes, a.out_bytes)
+        if (  # the common case at a glance; anything else is checked field by field
+            a.id == i
+            and type(a.dtype) is DType
+            and type(a.phase) is Phase
+            and type(a.op_kind) is OpKind
+            and all(type(v) is int and v >= 0 for v in counts)
+        ):
+            continue
         where = f"actors[{i}]"
         if a.id != i:
             raise VerificationError(f"{where}.id is {a.id}; actor ids must be 0..n-1 in order")
@@ -196,30 +205,32 @@ def verify_plan(plan: Plan, wafer: Wafer | None = None) -> None:
             v = getattr(a, fname)
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
                 raise VerificationError(f"{where}.{fname} must be a non-negative int, got {v!r}")
+    actors = plan.actors
     for i, m in enumerate(plan.messages):
-        where = f"messages[{i}]"
-        if m.id != i:
-            raise VerificationError(f"{where}.id is {m.id}; message ids must be 0..n-1 in order")
-        for fname in ("src_actor", "dst_actor"):
-            v = getattr(m, fname)
-            if not isinstance(v, int) or not 0 <= v < n:
-                raise VerificationError(f"{where}.{fname} = {v!r} is not an actor id (0..{n - 1})")
-        if m.src_actor == m.dst_actor:
-            raise VerificationError(f"{where} sends actor {m.src_actor} a message from itself")
-        if not isinstance(m.bytes, int) or m.bytes < 0:
-            raise VerificationError(f"{where}.bytes must be a non-negative int, got {m.bytes!r}")
+        if not (  # the common case at a glance; anything else is checked field by field
+            m.id == i
+            and type(m.src_actor) is int
+            and type(m.dst_actor) is int
+            and 0 <= m.src_actor < n
+            and 0 <= m.dst_actor < n
+            and m.src_actor != m.dst_actor
+            and type(m.bytes) is int
+            and m.bytes >= 0
+        ):
+            _verify_message_fields(m, i, n)
         if m.route is not None:
-            src_core = plan.actors[m.src_actor].core
-            dst_core = plan.actors[m.dst_actor].core
-            if len(m.route) < 1 or m.route[0] != src_core or m.route[-1] != dst_core:
+            src_core = actors[m.src_actor].core
+            dst_core = actors[m.dst_actor].core
+            route = m.route
+            if len(route) < 1 or route[0] != src_core or route[-1] != dst_core:
                 raise VerificationError(
-                    f"{where}.route {short(list(m.route))} must run from core {src_core} "
+                    f"messages[{i}].route {short(list(route))} must run from core {src_core} "
                     f"to core {dst_core} (the endpoints' cores)"
                 )
-            if src_core == dst_core and len(m.route) > 1:
+            if src_core == dst_core and len(route) > 1:
                 raise VerificationError(
-                    f"{where} stays on core {src_core} (both actors run there) but its "
-                    f"route visits {len(m.route)} cores; a core-local message crosses no "
+                    f"messages[{i}] stays on core {src_core} (both actors run there) but its "
+                    f"route visits {len(route)} cores; a core-local message crosses no "
                     f"link: write its route as [{src_core}] or null"
                 )
     _verify_order(plan)
@@ -227,6 +238,20 @@ def verify_plan(plan: Plan, wafer: Wafer | None = None) -> None:
     _verify_acyclic(plan)
     if wafer is not None:
         _verify_fits(plan, wafer)
+
+
+def _verify_message_fields(m: Message, i: int, n: int) -> None:
+    where = f"messages[{i}]"
+    if m.id != i:
+        raise VerificationError(f"{where}.id is {m.id}; message ids must be 0..n-1 in order")
+    for fname in ("src_actor", "dst_actor"):
+        v = getattr(m, fname)
+        if not isinstance(v, int) or not 0 <= v < n:
+            raise VerificationError(f"{where}.{fname} = {v!r} is not an actor id (0..{n - 1})")
+    if m.src_actor == m.dst_actor:
+        raise VerificationError(f"{where} sends actor {m.src_actor} a message from itself")
+    if not isinstance(m.bytes, int) or m.bytes < 0:
+        raise VerificationError(f"{where}.bytes must be a non-negative int, got {m.bytes!r}")
 
 
 def _verify_order(plan: Plan) -> None:

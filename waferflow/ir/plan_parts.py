@@ -78,8 +78,11 @@ class HostTransfer:
 
 def verify_uses(plan: Plan) -> None:
     """Work passes, broadcast groups, ``last_use`` and host transfers."""
+    checked: set[int] = set()  # ids of passes found valid: most are shared by many actors
     for i, a in enumerate(plan.actors):
         for j, w in enumerate(a.work):
+            if id(w) in checked:
+                continue
             where = f"actors[{i}].work[{j}]"
             if not isinstance(w, OpWork) or not isinstance(w.kind, OpKind):
                 raise VerificationError(f"{where} must be an OpWork with an OpKind")
@@ -93,6 +96,7 @@ def verify_uses(plan: Plan) -> None:
                     raise VerificationError(
                         f"{where}: a gemm is Gemm(m, n, k, batch) with ints >= 1, got {g!r}"
                     )
+            checked.add(id(w))  # the plan holds w alive: its id is not reused meanwhile
     pos = {aid: k for _, ids in plan.order for k, aid in enumerate(ids)}
 
     def check_last(where: str, reader: int, last: int) -> None:
@@ -110,7 +114,8 @@ def verify_uses(plan: Plan) -> None:
     for i, m in enumerate(plan.messages):
         if not isinstance(m.bcast, int) or isinstance(m.bcast, bool) or m.bcast < -1:
             raise VerificationError(f"messages[{i}].bcast must be an int >= -1, got {m.bcast!r}")
-        check_last(f"messages[{i}]", m.dst_actor, m.last_use)
+        if m.last_use != -1:
+            check_last(f"messages[{i}]", m.dst_actor, m.last_use)
     for i, h in enumerate(plan.host):
         where = f"host[{i}]"
         if not isinstance(h, HostTransfer):
