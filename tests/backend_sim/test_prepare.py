@@ -159,8 +159,8 @@ def test_prepare_equals_message_by_message() -> None:
 
 
 def test_out_msgs_list_each_senders_messages_ascending() -> None:
-    """Many senders of one and two messages (one column per position) and a few of
-    more (sliced one by one), interleaved in the message list."""
+    """Many senders of one and two messages and a few of three, interleaved in the
+    message list."""
     w = small_wafer(1, 8)
     n = 80
     actors = [Actor(i, f"a{i}", i % 8) for i in range(n)]

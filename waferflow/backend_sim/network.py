@@ -357,38 +357,10 @@ def _classes(
 
 
 def _out_msgs(sender: np.ndarray, n_actors: int) -> list[tuple[int, ...]]:
-    """Per actor the ids of the messages it sends, ascending. Built per out-degree: the
-    ``j``-th message of every actor that sends ``k`` is one column, and zipping the
-    ``k`` columns makes their tuples (no list per actor to grow); a degree few actors
-    have is sliced actor by actor instead (no column of a handful)."""
-    if n_actors == 0:
-        return []
-    by_sender = np.argsort(sender, kind="stable")  # ids grouped by sender, ascending
-    degree = np.bincount(sender, minlength=n_actors)
-    start = np.cumsum(degree) - degree
-    out = np.fromiter(itertools.repeat((), n_actors), dtype=object, count=n_actors)
-    by_degree = np.argsort(degree, kind="stable")
-    ks, bounds = np.unique(degree[by_degree], return_index=True)
-    ids: list[int] = []
-    ends = [*bounds[1:].tolist(), n_actors]
-    for k, a, b in zip(ks.tolist(), bounds.tolist(), ends, strict=True):
-        if k == 0:
-            continue
-        who = by_degree[a:b]
-        first = start[who]
-        if b - a >= _COLUMN_MIN:
-            cols = [by_sender[first + j].tolist() for j in range(k)]
-            out[who] = np.fromiter(zip(*cols, strict=True), dtype=object, count=b - a)
-        else:
-            if not ids:
-                ids = by_sender.tolist()
-            out[who] = np.fromiter(
-                (tuple(ids[s : s + k]) for s in first.tolist()), dtype=object, count=b - a
-            )
-    return out.tolist()
-
-
-_COLUMN_MIN = 16  # actors of one out-degree from which _out_msgs zips columns
+    """Per actor the ids of the messages it sends, ascending."""
+    by_sender = np.argsort(sender, kind="stable").tolist()  # ids grouped by sender
+    ends = np.cumsum(np.bincount(sender, minlength=n_actors)).tolist()
+    return [tuple(by_sender[a:b]) for a, b in itertools.pairwise([0, *ends])]
 
 
 def _spread(per_class: list[Any], cls: np.ndarray) -> list[Any]:
