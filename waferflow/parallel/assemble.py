@@ -28,6 +28,12 @@ compute actors with their buffers, work and residency, the messages into them an
 host's transfers (their sources as references to items, resolved per layout) are
 worked out once and reused; the result is the same plan, byte for byte, as a fresh
 assembly on that layout.
+
+The assembler is one class of mixins, a module each: compute actors
+(``assemble_compute``), data messages and residency (``assemble_data``), resharding
+transfers (``transfers``), compute-shift and in-network collectives
+(``lowering_extras``); this module keeps the rank-to-rank collectives, the per-core
+orders and the assembly itself. Its working records are in ``draft``.
 """
 
 from __future__ import annotations
@@ -37,40 +43,27 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from waferflow.errors import PlanError
 from waferflow.ir.dtypes import DType
-from waferflow.ir.graph import Op, Phase, Value
-from waferflow.ir.opkind import VIEWS, OpKind
-from waferflow.ir.parallel import reads_value, stored_shard
+from waferflow.ir.graph import Value
+from waferflow.ir.opkind import OpKind
+from waferflow.ir.parallel import stored_shard
 from waferflow.ir.plan import Actor, HostTransfer, Message, OpWork, Plan
-from waferflow.ir.sharding import MeshAxis, Replicated, shard_shape
+from waferflow.ir.sharding import shard_shape
 from waferflow.ir.target.wafer import Wafer
-from waferflow.ir.work import op_work
 from waferflow.mapper.collectives import Algorithm
-from waferflow.parallel.build import ActorSpec, CollInstance, Item, MbMode, Program
+from waferflow.parallel.assemble_compute import ComputeActors
+from waferflow.parallel.assemble_data import DataMessages
+from waferflow.parallel.build import CollInstance, Item, MbMode, Program
 from waferflow.parallel.collective_lowering import KIND_OF, ScheduleCache, expand, wire
+from waferflow.parallel.draft import ActorMeta, BufKey, DataRecord, Draft, Ref, relocated
 from waferflow.parallel.lowering_extras import ShiftAndSwitch
 from waferflow.parallel.plan_spec import CollectiveAlgo
-from waferflow.parallel.redistribute import Region
-from waferflow.parallel.shardcost import division, instance_degrees, share, value_bytes
-from waferflow.parallel.shift import is_shift, reads_shift
+from waferflow.parallel.shardcost import instance_degrees, value_bytes
+from waferflow.parallel.shift import is_shift
 from waferflow.parallel.stages import layer_key, root_value
-from waferflow.parallel.transfers import BufKey, Transfers
+from waferflow.parallel.transfers import Transfers
 
 K = OpKind
-
-
-@dataclass
-class ActorMeta:
-    """Buffers of one actor, for liveness: what it creates, what it reads, what it
-    needs resident (sources), and the block it runs in."""
-
-    block: str
-    produces: list[tuple[BufKey, int, str]] = field(default_factory=list)
-    uses: list[BufKey] = field(default_factory=list)
-    received: dict[BufKey, int] = field(default_factory=dict)
-    resident: list[tuple[str, int, str]] = field(default_factory=list)
-    recompute: bool = False  # a backward actor that recomputes its forward
 
 
 @dataclass(frozen=True)
@@ -92,33 +85,6 @@ class Assembled:
     diagnostics: list[str]
 
 
-@dataclass(slots=True)
-class _A:
-    name: str
-    core: int
-    flops: int = 0
-    bytes_read: int = 0
-    bytes_written: int = 0
-    dtype: DType = DType.F32
-    phase: Phase = Phase.FWD
-    op_kind: OpKind = OpKind.OPAQUE
-    module: str = ""
-    mem_bytes: int = 0
-    out_bytes: int = 0
-    stage: int = 0
-    microbatch: int = 0
-    layer: str = ""
-    work: list[OpWork] = field(default_factory=list)
-    own_work: list[OpWork] = field(default_factory=list)  # its ops' passes (no accumulation)
-
-
-# A reference to the actor that holds an item's result, resolved per layout:
-# >= 0 a compute actor id; < 0 the final actor of member k of collective i, -1 - slot
-Ref = int
-# a data message before de-duplication: (source, actor, bytes, value, remote, region)
-_Data = tuple[Ref, int, int, str, bool, Region]
-
-
 @dataclass
 class AssemblyMemo:
     """The layout-independent results of assembling one program (module docstring),
@@ -127,7 +93,7 @@ class AssemblyMemo:
     it holding on every layout (ranks never share a core), and a layout where it does
     not is assembled afresh."""
 
-    acts: list[_A] | None = None  # compute actors, final (their cores are replaced)
+    acts: list[Draft] | None = None  # compute actors, final (their cores are replaced)
     meta: list[ActorMeta] | None = None  # compute actors' buffers (shared, read-only)
     # per collective instance: kind, total bytes, result bytes, root, the operand made
     # last, and per member per operand the (producer, buffer) it reads
@@ -136,7 +102,7 @@ class AssemblyMemo:
     ] = field(default_factory=dict)
     # per core slot (the program's items, in (stage, rank) order): the data messages into
     # its actors, and the host's transfers to them
-    data: list[list[_Data]] | None = None
+    data: list[list[DataRecord]] | None = None
     host: list[list[HostTransfer]] | None = None
     # per compute actor, the roofline seconds the per-core orders were made with (an
     # ADD pass the data messages add later does not count)
@@ -156,7 +122,7 @@ def assemble(prog: Program, wafer: Wafer, algo: CollectiveAlgo | None = None) ->
     return done
 
 
-class _Assembler(Transfers, ShiftAndSwitch):
+class _Assembler(ComputeActors, DataMessages, Transfers, ShiftAndSwitch):
     def __init__(
         self, prog: Program, wafer: Wafer, algo: CollectiveAlgo, memo: AssemblyMemo
     ) -> None:
@@ -171,7 +137,7 @@ class _Assembler(Transfers, ShiftAndSwitch):
             memo.schedules = (wafer, algo, self.cache._choice, self.cache._sched,
                               self.cache._routes)  # fmt: skip
         self.expanded: dict[int, Any] = {}  # id(schedule) -> expand(schedule)
-        self.acts: list[_A] = []
+        self.acts: list[Draft] = []
         self.meta: list[ActorMeta] = []
         self.msgs: list[tuple[int, int, int, bool]] = []  # src, dst, bytes, holds
         self.bcast: dict[int, int] = {}  # message -> broadcast group (same data, many cores)
@@ -217,7 +183,7 @@ class _Assembler(Transfers, ShiftAndSwitch):
         else:
             assert memo.acts is not None and memo.meta is not None
             self.compute_id = list(range(len(memo.acts)))
-            self.acts = [_relocated(a, spec.core) for a, spec in
+            self.acts = [relocated(a, spec.core) for a, spec in
                          zip(memo.acts, self.p.actors, strict=True)]  # fmt: skip
             self.meta = list(memo.meta)
         for i in range(len(self.p.collectives)):
@@ -256,141 +222,6 @@ class _Assembler(Transfers, ShiftAndSwitch):
             for (n, k, ax, al, r, b), c in self.records.items()
         ]
         return Assembled(plan, self.meta, recs, [*self.p.diagnostics, *self.cache.notes])
-
-    # -- compute actors -------------------------------------------------------------
-    def _compute(self, spec: ActorSpec) -> int:
-        p = self.p
-        a = _A(spec.name, spec.core, stage=spec.stage, microbatch=max(spec.instance, 0))
-        meta = ActorMeta(str(spec.block))
-        heaviest: Op | None = None
-        ops = spec.group.ops
-        in_group = {id(op) for op in ops}
-        for op in ops:
-            per_mb = p.info[op].mode is MbMode.PER_MB
-            static = self._static(op, per_mb)
-            osh, reads, writes, results, full_in, part_in, full_out, part_out, shapes, works = (
-                static
-            )
-            parts, index = self._divide(osh, spec.rank, spec.instance, per_mb)
-            cost = op.cost
-            f = share(cost.flops, parts, index)
-            br = cost.bytes_read * part_in // full_in if full_in else cost.bytes_read // parts
-            bw = (
-                cost.bytes_written * part_out // full_out
-                if full_out
-                else cost.bytes_written // parts
-            )
-            work = works.get(f)
-            if work is None:
-                work = works[f] = op_work(op, reads, writes, f, shapes)
-            a.work.extend(work)
-            a.own_work.extend(work)
-            for r, nbytes, acc, grad in results:
-                key: BufKey = (r.name, spec.rank, -2 if acc else spec.instance)
-                meta.produces.append((key, nbytes, "gradients" if grad else "activations"))
-                if acc and spec.instance > 0:  # add into the accumulated sum
-                    f += nbytes // r.type.dtype.itemsize
-                    self.acc_flops[len(self.acts)] = (
-                        self.acc_flops.get(len(self.acts), 0) + nbytes // r.type.dtype.itemsize
-                    )
-                    br += 2 * nbytes
-                    bw += nbytes
-                    a.work.append(OpWork(K.ADD, nbytes // r.type.dtype.itemsize,
-                                         (nbytes, nbytes), (nbytes,)))  # fmt: skip
-                if self._used_outside(r, in_group):
-                    a.out_bytes += nbytes
-            a.flops += f
-            a.bytes_read += br
-            a.bytes_written += bw
-            if heaviest is None or op.cost.flops > heaviest.cost.flops:
-                heaviest = op
-        assert heaviest is not None
-        a.dtype = _dtype(heaviest)
-        a.phase = heaviest.phase
-        a.op_kind = heaviest.kind
-        a.module = ops[0].prov.module
-        a.layer = layer_key(a.module)
-        gather = reads_shift(ops[0]) if len(ops) == 1 else None
-        if gather is not None:
-            return self._shift_pieces(a, meta, gather, spec)
-        self.acts.append(a)
-        self.meta.append(meta)
-        return len(self.acts) - 1
-
-    def _static(self, op: Op, per_mb: bool) -> tuple:
-        """The rank-independent figures of one instance of ``op``: its sharding, the
-        bytes of its operands and results on a rank, each result's (value, bytes,
-        accumulated, gradient), the totals of ``shardcost.op_cost``, the (operand, result)
-        shapes on a rank, and its work per FLOP share (filled as shares come up)."""
-        key = (id(op), per_mb)
-        got = self._op_static.get(key)
-        if got is None:
-            p = self.p
-            osh = p.sharding.ops[op]
-            deg = instance_degrees(p.mesh, per_mb)
-            res_sh = [p.sharding.of(r) for r in op.results]
-            reads = [value_bytes(v, s, deg) for v, s in zip(op.operands, osh.inputs, strict=True)]
-            writes = [value_bytes(r, s, deg) for r, s in zip(op.results, res_sh, strict=True)]
-            results = []
-            for r, nbytes in zip(op.results, writes, strict=True):
-                acc = per_mb and r.name in p.accumulators
-                # an accumulated sum is a gradient unless the step returns it (the loss)
-                grad = (acc and r not in p.graph.outputs) or r.name in p.gradients
-                results.append((r, nbytes, acc, grad))
-            full_in = sum(v.type.nbytes for v in op.operands)
-            full_out = sum(v.type.nbytes for v in op.results)
-            shapes = (
-                [shard_shape(v.type.shape, s, deg) for v, s in zip(op.operands, osh.inputs, strict=True)],
-                [shard_shape(r.type.shape, s, deg) for r, s in zip(op.results, res_sh, strict=True)],
-            )  # fmt: skip
-            got = (
-                osh, reads, writes, results, full_in, sum(reads), full_out, sum(writes), shapes, {}
-            )  # fmt: skip
-            self._op_static[key] = got
-        return got
-
-    def _divide(self, osh: Any, rank: int, instance: int, per_mb: bool) -> tuple[int, int]:
-        key = (osh.divided, rank, instance, per_mb)
-        got = self._division.get(key)
-        if got is None:
-            got = self._division[key] = division(osh, self.p.mesh, rank, instance, per_mb)
-        return got
-
-    def _used_outside(self, v: Value, in_group: set[int]) -> bool:
-        got = self._users_of.get(id(v))
-        if got is None:  # whether v (through views) is an output, and its other users
-            out, found = False, []
-            stack = [v]
-            users = self.p.users
-            outputs = self.p.graph.outputs
-            while stack:
-                x = stack.pop()
-                if x in outputs:
-                    out = True
-                for u in users.get(x, []):
-                    if u.kind in VIEWS:
-                        stack.extend(u.results)
-                    else:
-                        found.append(id(u))
-            got = self._users_of[id(v)] = (out, tuple(found))
-        return got[0] or any(u not in in_group for u in got[1])
-
-    def _recompute(self) -> None:
-        fwd: dict[tuple[int, int, int], int] = {}
-        fwd_work: dict[tuple[int, int, int], list[OpWork]] = {}
-        first_b: dict[tuple[int, int, int], int] = {}
-        for spec, aid in zip(self.p.actors, self.compute_id, strict=True):
-            key = (spec.stage, spec.rank, spec.block.mb)
-            if spec.block.kind == "F" and spec.instance >= 0:
-                # the forward's own work; adding into an accumulated sum is not redone
-                fwd[key] = fwd.get(key, 0) + self.acts[aid].flops - self.acc_flops.get(aid, 0)
-                fwd_work.setdefault(key, []).extend(self.acts[aid].own_work)
-            elif spec.block.kind == "B" and key not in first_b:
-                first_b[key] = aid
-        for key, aid in first_b.items():
-            self.acts[aid].flops += fwd.get(key, 0)
-            self.acts[aid].work[:0] = fwd_work.get(key, [])  # recomputed before its own work
-            self.meta[aid].recompute = True
 
     # -- collectives -----------------------------------------------------------------
     def _ensure(self, i: int) -> None:
@@ -502,7 +333,7 @@ class _Assembler(Transfers, ShiftAndSwitch):
                 need[step] = t
             at[member][step] = aid
             actor = prefixes[member] + (label or f"t{step}")
-            a = _A(actor, cores[member], reduced // itemsize, 2 * reduced + (got - reduced),
+            a = Draft(actor, cores[member], reduced // itemsize, 2 * reduced + (got - reduced),
                    got, dtype, phase, kind, module, 0, 0, stage, mb, layer)  # fmt: skip
             wk = (member, step, got, reduced)
             work = works.get(wk)
@@ -523,7 +354,7 @@ class _Assembler(Transfers, ShiftAndSwitch):
             final = self.wire_in_network(
                 op.kind, ci.cores, per_rank, ins_,
                 lambda i, got: new(i, 1 << 30, 0, 0, "recv"),  # streamed into place
-                lambda node, label, got: _A(
+                lambda node, label, got: Draft(
                     f"{name}.{label}", node, phase=op.phase, op_kind=op.kind,
                     module=op.prov.module, stage=ci.stage, microbatch=mb,
                     layer=layer_key(op.prov.module)),
@@ -677,201 +508,6 @@ class _Assembler(Transfers, ShiftAndSwitch):
     def _item_actor(self, it: Item) -> int:
         return self._resolve(self._item_ref(it))
 
-    def _producers(
-        self, consumer: Op, v: Value, rank: int, inst: int, consumer_per_mb: bool
-    ) -> list[tuple[Ref, BufKey, int]]:
-        """(reference, buffer, bytes) of every instance of ``v`` the consumer reads."""
-        st = self._value_static.get(id(v))
-        if st is None:
-            root = root_value(v)
-            prod = root.producer
-            if prod is None or prod.is_source:
-                st = (root, None, False, 0, False)
-            else:
-                per_mb = self.p.info[prod].mode is MbMode.PER_MB
-                sh = self.p.sharding.of(root)
-                nbytes = value_bytes(root, sh, instance_degrees(self.p.mesh, per_mb))
-                acc = per_mb and root.name in self.p.accumulators
-                st = (root, prod, per_mb, nbytes, acc)
-            self._value_static[id(v)] = st
-        root, prod, per_mb, nbytes, acc = st
-        if prod is None:
-            return []
-        if per_mb:
-            insts = [inst] if (consumer_per_mb and inst >= 0) else list(range(self.m))
-        else:
-            insts = [-1]
-        out = []
-        producer = self.p.producer
-        for k in insts:
-            it = producer.get((prod, rank, k))
-            if it is None:
-                raise PlanError(
-                    f"internal: no instance {k} of %{root.name} on rank {rank} for "
-                    f"{consumer.kind.value} %{consumer.results[0].name if consumer.results else ''}"
-                )
-            out.append((self._item_ref(it), (root.name, rank, -2 if acc else k), nbytes))
-        if acc and len(out) > 1:
-            out = out[-1:]  # accumulated in place: the last instance holds the sum
-        return out
-
-    def _data_messages(self, order: dict[int, list[int]]) -> bool:
-        """The messages into compute actors, core by core. Records them (sources as
-        references, before de-duplication) per core slot for the other layouts; False
-        when a source is its own consumer (then the record is not reusable)."""
-        spec_of = {aid: spec for spec, aid in zip(self.p.actors, self.compute_id, strict=True)}
-        slot_of = {core: i for i, core in enumerate(self.p.items)}
-        data: list[list[_Data]] = [[] for _ in slot_of]
-        core_of = [a.core for a in self.acts]
-        reusable = True
-        for core in sorted(order):
-            rec = data[slot_of[core]]
-            for aid in order[core]:
-                spec = spec_of.get(aid)
-                if spec is None:
-                    continue
-                meta = self.meta[aid]
-                in_group = {id(op) for op in spec.group.ops}
-                for op in spec.group.ops:
-                    per_mb = self.p.info[op].mode is MbMode.PER_MB
-                    for i, v in enumerate(op.operands):
-                        if not reads_value(op, i):
-                            continue  # a FILL takes the shape only: nothing to wait for
-                        prod = root_value(v).producer
-                        if prod is not None and id(prod) in in_group:
-                            continue
-                        found = self._pieces(op, i, spec, per_mb)
-                        sums: dict[Region, list[int]] = {}
-                        for ref, key, nbytes, region, partial in found:
-                            src = self._resolve(ref)
-                            if src == aid:
-                                reusable = False
-                                continue
-                            meta.uses.append(key)
-                            if partial:
-                                sums.setdefault(region, []).append(nbytes)
-                            remote = core_of[src] != core
-                            if remote:
-                                meta.received.setdefault(key, nbytes)
-                            rec.append((ref, aid, nbytes, key[0], remote, region))
-                        for parts in sums.values():
-                            if len(parts) > 1:  # the consumer adds the partial sums first
-                                self._add_pass(aid, v, parts)
-        self._emit_data(data, slot_of)
-        self.memo.data = data if reusable else None
-        return reusable
-
-    def _replay(self, order: dict[int, list[int]]) -> bool:
-        """The recorded data messages and host transfers on this layout; False when a
-        message does not cross cores as it did where it was recorded."""
-        data, host = self.memo.data, self.memo.host
-        if data is None or host is None:
-            return False
-        slot_of = {core: i for i, core in enumerate(self.p.items)}
-        core_of = [a.core for a in self.acts]
-        for core in order:
-            for ref, aid, _, _, remote, _ in data[slot_of[core]]:
-                src = self._resolve(ref)
-                if src == aid or (core_of[src] != core) != remote:
-                    return False
-        self._emit_data(data, slot_of)
-        for core in sorted(order):
-            self.host.extend(host[slot_of[core]])
-        if self.wafer.host is not None:
-            self._host_outputs()
-        return True
-
-    def _emit_data(self, data: list[list[_Data]], slot_of: dict[int, int]) -> None:
-        sent: dict[tuple[int, str, int], int] = {}  # (src, value, core) -> message
-        local: set[tuple[int, int]] = set()
-        groups: dict[tuple[int, str, Region], list[int]] = {}  # same piece to many cores
-        recompute = self.p.plan.recompute
-        meta = self.meta
-        for core in sorted(slot_of):
-            for ref, aid, nbytes, value, remote, region in data[slot_of[core]]:
-                src = self._resolve(ref)
-                if remote:
-                    m = sent.get((src, value, core))
-                    if m is not None:
-                        self.last_use[m] = aid
-                        continue
-                    m = sent[(src, value, core)] = len(self.msgs)
-                    self.msgs.append((src, aid, nbytes, True))
-                    if region:
-                        groups.setdefault((src, value, region), []).append(m)
-                elif (src, aid) not in local:
-                    local.add((src, aid))
-                    # with recompute a backward actor rebuilds the forward values it
-                    # reads: the forward buffer is not kept for it
-                    holds = not (
-                        recompute
-                        and meta[src].block.startswith("F")
-                        and meta[aid].block.startswith("B")
-                    )
-                    self.msgs.append((src, aid, 0, holds))
-        for ids in groups.values():
-            if len(ids) > 1:
-                for m in ids:
-                    self.bcast[m] = ids[0]
-
-    def _residency(self, order: dict[int, list[int]]) -> None:
-        spec_of = {aid: spec for spec, aid in zip(self.p.actors, self.compute_id, strict=True)}
-        host = self.wafer.host is not None
-        slot_of = {core: i for i, core in enumerate(self.p.items)}
-        recorded: list[list[HostTransfer]] = [[] for _ in slot_of]
-        for core in sorted(order):
-            first: dict[str, tuple[int, int, str]] = {}
-            # what the host streams in: per source, or per micro-batch of a source split
-            # along mb (a batch input): (first reader, bytes), and the last reader
-            sent: dict[tuple[str, int], tuple[int, int]] = {}
-            last_user: dict[tuple[str, int], int] = {}
-            for aid in order[core]:
-                spec = spec_of.get(aid)
-                if spec is None:
-                    continue
-                for op in spec.group.ops:
-                    osh = self.p.sharding.ops[op]
-                    per_mb = self.p.info[op].mode is MbMode.PER_MB
-                    for v, s in zip(op.operands, osh.inputs, strict=True):
-                        root = root_value(v)
-                        src = root.producer
-                        if src is None or not src.is_source:
-                            continue
-                        nbytes = value_bytes(v, s, instance_degrees(self.p.mesh, False))
-                        cat = _category(src, op)
-                        have = first.get(root.name)
-                        if have is None or have[1] < nbytes:
-                            first[root.name] = (have[0] if have else aid, nbytes, cat)
-                        if not host:
-                            continue
-                        inst = -1
-                        if per_mb and not isinstance(s.get(MeshAxis.MB), Replicated):
-                            inst = spec.instance
-                            nbytes = value_bytes(v, s, instance_degrees(self.p.mesh, True))
-                        key = (root.name, inst)
-                        last_user[key] = aid
-                        got = sent.get(key)
-                        if got is None or got[1] < nbytes:
-                            sent[key] = (got[0] if got else aid, nbytes)
-            for name, (aid, nbytes, cat) in first.items():
-                self.acts[aid].mem_bytes += nbytes
-                self.meta[aid].resident.append((name, nbytes, cat))
-            for (name, _), (aid, nbytes) in sent.items():
-                last = last_user[(name, _)]
-                recorded[slot_of[core]].append(
-                    HostTransfer(aid, nbytes, name, last_use=-1 if last == aid else last)
-                )
-            self.host.extend(recorded[slot_of[core]])
-        self.memo.host = recorded
-        if host:
-            self._host_outputs()
-
-
-def _relocated(a: _A, core: int) -> _A:
-    return _A(a.name, core, a.flops, a.bytes_read, a.bytes_written, a.dtype, a.phase,
-              a.op_kind, a.module, a.mem_bytes, a.out_bytes, a.stage, a.microbatch, a.layer,
-              list(a.work))  # fmt: skip
-
 
 def _released(queue: deque[tuple[float, int, dict[int, int]]]) -> list[int]:
     """The step actors of a queue of group steps that this member has."""
@@ -882,24 +518,6 @@ def _span(cores: tuple[int, ...], cols: int) -> int:
     """Largest Manhattan distance between two cores of a group (hops, roughly)."""
     coords = [divmod(c, cols) for c in cores]
     return max((abs(a[0] - b[0]) + abs(a[1] - b[1]) for a in coords for b in coords), default=0)
-
-
-def _category(src: Op, user: Op) -> str:
-    if src.kind is K.PARAM:
-        return "weights"
-    if src.kind is K.BUFFER and user.phase is Phase.OPT:
-        return "optimizer"
-    return "inputs"
-
-
-def _dtype(op: Op) -> DType:
-    for r in op.results:
-        if r.type.dtype.is_float:
-            return r.type.dtype
-    for v in op.operands:
-        if v.type.dtype.is_float:
-            return v.type.dtype
-    return DType.F32
 
 
 __all__ = ["ActorMeta", "Assembled", "CollectiveRecord", "assemble"]

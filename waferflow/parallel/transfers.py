@@ -12,16 +12,16 @@ from waferflow.ir.opkind import OpKind
 from waferflow.ir.plan import HostTransfer, OpWork
 from waferflow.ir.sharding import MeshAxis, Replicated
 from waferflow.parallel.build import ActorSpec, Item, MbMode, Program
+from waferflow.parallel.draft import BufKey
 from waferflow.parallel.plan_spec import StageCut
 from waferflow.parallel.redistribute import Region, pieces
 from waferflow.parallel.shardcost import instance_degrees, value_bytes
 from waferflow.parallel.stages import root_value
 
 if TYPE_CHECKING:
-    from waferflow.parallel.assemble import _A
+    from waferflow.parallel.draft import Draft
 
 K = OpKind
-BufKey = tuple[str, int, int]  # (value name, rank, instance); instance -2: an accumulator
 
 
 class Transfers:
@@ -29,7 +29,7 @@ class Transfers:
 
     p: Program
     m: int
-    acts: list[_A]
+    acts: list[Draft]
     host: list[HostTransfer]
 
     def _producers(
