@@ -282,6 +282,25 @@ def test_the_view_hint_for_a_preset_names_the_preset_view(
     assert main(["simulate", str(preset_plan), "--wafer", "mesh16x16@4x", "-q"]) == 0
 
 
+def test_the_view_hint_in_python_names_the_file_view_and_coarsen(
+    coarse: tuple[Path, Path],
+) -> None:
+    """A plan of a wafer file's view simulated on the file's whole wafer, in Python: the
+    hint cannot be --wafer plain@4x (no such preset); following it works."""
+    from waferflow.backend_sim import simulate
+
+    toml, plan = coarse
+    made = load_plan(plan)
+    whole = get_wafer(toml)
+    with pytest.raises(PlanError) as info:
+        simulate(made.plan, whole)
+    msg = str(info.value)
+    assert "--wafer plain@4x" not in msg
+    assert "--wafer PATH@4x, PATH being the wafer file of 'plain'" in msg
+    assert "wafer.coarsen(4)" in msg
+    assert simulate(made.plan, whole.coarsen(4)).step_time_ps > 0
+
+
 def test_a_bare_plan_of_a_toml_wafer_asks_for_the_file(
     coarse: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -42,6 +42,7 @@ from waferflow.ir.plan_parts import (
     work_doc,
     work_from,
 )
+from waferflow.ir.target.catalog import list_presets
 from waferflow.ir.target.wafer import Wafer
 
 PLAN_FORMAT = "waferflow.plan"
@@ -308,11 +309,25 @@ def _verify_acyclic(plan: Plan) -> None:
         )
 
 
+def _view_spelling(plan: Plan) -> str:
+    """How to name the view a plan was made for: ``--wafer NAME@Kx`` for a preset's,
+    else the wafer file's, or in Python the wafer coarsened by K."""
+    base, at, k = plan.wafer_name.rpartition("@")
+    if not at or not (k.endswith("x") and k[:-1].isdigit()):
+        return f"--wafer {plan.wafer_name[:80]}"
+    if base.lower() in list_presets():
+        return f"--wafer {plan.wafer_name[:80]}"
+    return (
+        f"--wafer PATH@{k}, PATH being the wafer file of {short(base)}; in Python that "
+        f"wafer coarsened, wafer.coarsen({k[:-1]})"
+    )
+
+
 def _verify_fits(plan: Plan, wafer: Wafer) -> None:
     if plan.wafer_name != wafer.name and "@" in plan.wafer_name + wafer.name:
         raise PlanError(
             f"plan {short(plan.name)} was made for wafer view {short(plan.wafer_name)}, not "
-            f"{wafer.name!r}; run it on the view it was made for (--wafer {plan.wafer_name[:80]}, "
+            f"{wafer.name!r}; run it on the view it was made for ({_view_spelling(plan)}, "
             "or CompiledPlan.wafer / ParallelResult.wafer: a plan's span coarsens the wafer "
             "it is given)"
         )
