@@ -21,8 +21,9 @@ of placement's worker processes). Reported per phase: wall and CPU seconds (user
 system of this process and of placement's worker processes); then the peak RSS, the kept
 plan's step, one fresh simulation of the kept plan (the baseline, measured in the same
 run) with its events per CPU second, and the ratio of the compile (trace to placement)
-to that simulation; target at most 3x on the demo. The machine's load average is
-printed, since wall times depend on it.
+to that simulation; target at most 3x on the demo (``bench_floor.py`` shows where
+the demo's compile goes, step by step, and the least it could cost). The machine's
+load average is printed, since wall times depend on it.
 
 Every case starts with an empty trace cache (``$WAFERFLOW_CACHE_DIR`` set to a new
 folder), so its trace is cold: torch, transformers and ``torch.export`` included. For the
