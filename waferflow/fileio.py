@@ -73,8 +73,8 @@ __all__ = [
 MAX_INT_DIGITS = 400  # far above any count or size, far below Python's 4,300-digit limit
 MAX_DEPTH = 100  # nesting of JSON arrays / objects (and of IR attribute lists)
 INT64_MAX = 2**63 - 1  # shapes, costs, bytes: what torch and the simulator count in
-# an input bigger than this is refused as it is read (far above any plan or IR file;
-# a device like /dev/zero, given as a file, would otherwise fill the memory)
+# a stream (stdin, a pipe, a device) longer than this is refused as it is read: a
+# device like /dev/zero, given as a file, would otherwise fill the memory
 MAX_INPUT_BYTES = 2**31
 
 
@@ -110,13 +110,11 @@ def decode_text(data: bytes, source: str) -> str:
 
 
 def read_limited(path: str | Path, what: str = "file") -> bytes:
-    """The bytes of ``path``, refused (``WaferflowError``) past ``MAX_INPUT_BYTES``;
-    ``OSError``s pass through to the caller, which words them."""
+    """The bytes of ``path``: a regular file whole (its size is known and finite),
+    anything else (a pipe, a device) refused (``WaferflowError``) past
+    ``MAX_INPUT_BYTES``; ``OSError``s pass through to the caller, which words them."""
     with open(path, "rb") as f:
-        info = os.fstat(f.fileno())
-        if stat.S_ISREG(info.st_mode) and info.st_size > MAX_INPUT_BYTES:
-            _too_big(str(path), what)  # its size is known: refused unread
-        if stat.S_ISREG(info.st_mode):
+        if stat.S_ISREG(os.fstat(f.fileno()).st_mode):
             return f.read()
         return read_stream(f, str(path), what)  # a pipe or a device
 
@@ -134,8 +132,8 @@ def read_stream(f: BinaryIO, source: str, what: str = "input") -> bytes:
 
 def _too_big(source: str, what: str) -> NoReturn:
     raise WaferflowError(
-        f"{source}: the {what} is larger than {MAX_INPUT_BYTES:,} bytes (or endless, like a "
-        "device): give the file itself"
+        f"{source}: the {what} streams more than {MAX_INPUT_BYTES:,} bytes (a device or "
+        "an endless pipe?): write it to a file and give that"
     )
 
 

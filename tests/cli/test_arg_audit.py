@@ -128,9 +128,9 @@ def test_an_endless_input_file_is_refused(capsys, monkeypatch) -> None:
 
     monkeypatch.setattr(fileio, "MAX_INPUT_BYTES", 1 << 16)
     err = refused(capsys, "wafers", "show", "/dev/zero")
-    assert "larger than 65,536 bytes" in err
+    assert "streams more than 65,536 bytes" in err
     err = refused(capsys, "simulate", "/dev/zero")
-    assert "larger than 65,536 bytes" in err
+    assert "streams more than 65,536 bytes" in err
 
 
 @pytest.mark.parametrize(
@@ -185,4 +185,4 @@ def test_endless_stdin_is_refused(capsys, monkeypatch) -> None:
 
     monkeypatch.setattr(fileio, "MAX_INPUT_BYTES", 1 << 16)
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"x" * (1 << 17))))
-    assert "larger than 65,536 bytes" in refused(capsys, "opt", "-", "-p", "dce")
+    assert "streams more than 65,536 bytes" in refused(capsys, "opt", "-", "-p", "dce")
