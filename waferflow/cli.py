@@ -60,16 +60,18 @@ def _read_graph(path: str):  # -> Graph
     when it starts with ``{``); bytes go through the one reader (``waferflow.fileio``).
     Input that is not IR (a plan, a trace, an empty or binary file, a folder) is one
     error saying what it looks like (``waferflow.filekind``)."""
-    from waferflow.fileio import decode_text
+    from waferflow.fileio import decode_text, read_stream
     from waferflow.filekind import IR, read_expected, refine
     from waferflow.ir.parser import parse_graph
     from waferflow.ir.serialize import loads_graph
 
     if path == "-":
         raw = getattr(sys.stdin, "buffer", None)  # bytes, unless stdin is already text
-        text = decode_text(raw.read(), "<stdin>") if raw is not None else sys.stdin.read()
+        data = read_stream(raw, "<stdin>", "IR") if raw is not None else None
+        text = decode_text(data, "<stdin>") if data is not None else sys.stdin.read()
         source, as_json = "<stdin>", text.lstrip().startswith("{")
     else:
+        check_input(path, "IR file")
         text = read_expected(path, "IR file", "write one with `waferflow trace`", IR)
         source, as_json = path, Path(path).suffix == ".json"
     try:
@@ -82,20 +84,73 @@ _PICTURE = (".png", ".svg")
 _HTML = (".html", ".htm")
 
 
+def check_input(path: str, what: str) -> None:
+    """Refuse an empty input path, which ``Path`` would read as the current folder."""
+    if path == "":
+        raise WaferflowError(f"the {what}'s path is empty: give the path of the {what}")
+
+
 def _check_outputs(*outputs: tuple[str | None, str, tuple[str, ...]]) -> None:
     """(path, option, suffixes) of every output a command will write, checked before
-    any work (``fileio.check_output``); unset options are skipped."""
+    any work (``fileio.check_output``); unset options are skipped, and an empty one is
+    refused (it would be skipped too, silently). Two outputs of one run may not share
+    a path: the second would replace the first."""
     from waferflow.fileio import check_output
 
+    seen: dict[Path, str] = {}
     for path, option, suffixes in outputs:
-        if path and path != "-":
-            check_output(path, option, suffixes=suffixes)
+        if path is None or path == "-":
+            continue
+        check_output(path, option, suffixes=suffixes)
+        where = Path(path).absolute()
+        if where in seen:
+            raise WaferflowError(
+                f"{seen[where]} and {option} both write {path}: the second would replace the "
+                "first; give each its own file"
+            )
+        seen[where] = option
 
 
 def _write_text(path: str, text: str) -> None:
     from waferflow.fileio import write_text
 
     write_text(path, text)
+
+
+def seed_type(text: str) -> int:
+    """argparse type: an integer >= 0 (the random generators of the data files refuse
+    negative seeds)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    """argparse type: a finite number of seconds > 0 (checked even when nothing is
+    placed, so that a bad value is never silently dropped)."""
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"expected a finite number of seconds > 0, got {text!r}")
+    return value
+
+
+def _refuse_unused(args: argparse.Namespace, option: str, needed: str, dest: str) -> None:
+    """``option``, given, modifies ``needed`` (argument ``dest``); without it, it would
+    be ignored, so it is refused, not dropped (as --optimizer is in inference)."""
+    if getattr(args, dest) is None:
+        raise WaferflowError(
+            f"{option} applies only with {needed}, which is not given, so it would be "
+            f"ignored: add {needed}, or drop {option}"
+        )
 
 
 def _positive_int(text: str) -> int:
@@ -119,7 +174,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
     _check_outputs((args.output, "-o", ()))
     graph = _trace_model(args)
-    if args.output:
+    if args.output is not None and args.output != "-":  # '-': stdout, as for opt
         text = dumps_graph(graph) if args.output.endswith(".json") else print_graph(graph)
         _write_text(args.output, text)
         print(summarize(graph))
@@ -139,7 +194,7 @@ def cmd_opt(args: argparse.Namespace) -> int:
     passes = parse_pipeline(args.pipeline)  # a bad pipeline fails before any input is read
     _check_outputs((args.output, "-o", ()))
     wafer = None
-    if args.wafer:
+    if args.wafer is not None:  # an empty name is refused by the wafer lookup
         from waferflow.api import resolve_wafer
 
         wafer = resolve_wafer(args.wafer, args.coarsen)
@@ -203,6 +258,11 @@ def cmd_wafers(args: argparse.Namespace) -> int:
             raise WaferflowError("`waferflow wafers show` needs a preset name or a TOML path")
         print(get_wafer(args.name).describe())
         return 0
+    if args.name is not None:  # `wafers list NAME`: the name would be ignored
+        raise WaferflowError(
+            f"`waferflow wafers list` takes no name, got {args.name!r}: use "
+            f"`waferflow wafers show {args.name}` to see one wafer"
+        )
     rows = [get_wafer(name).summary_row() for name in list_presets()]
     header = ("name", "grid", "cores", "topology", "peak", "SRAM", "link BW")
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
@@ -211,14 +271,17 @@ def cmd_wafers(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_report_outputs(args: argparse.Namespace) -> None:
-    _check_outputs((args.trace, "--trace", ()), (args.html, "--html", _HTML))
+def _check_link_tracks(args: argparse.Namespace) -> None:
+    if args.link_tracks:
+        _refuse_unused(args, "--link-tracks", "--trace", "trace")
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     from waferflow.api import load_plan
 
-    _check_report_outputs(args)
+    _check_link_tracks(args)
+    _check_outputs((args.trace, "--trace", ()), (args.html, "--html", _HTML))
+    check_input(args.plan, "plan file")
 
     compiled = load_plan(args.plan, wafer=args.wafer)
     report = compiled.simulate()
@@ -235,10 +298,10 @@ def _write_report_outputs(args: argparse.Namespace, report, where=Path) -> list[
     """The outputs ``compile`` and ``simulate`` share: --trace (with --link-tracks) and
     --html; ``where(path)`` is the path to write each to (``compile`` stages them)."""
     written = []
-    if args.trace:
+    if args.trace is not None:
         path = report.to_chrome_trace(where(args.trace), link_tracks=args.link_tracks)
         written.append(f"{path}{_TRACE_HINT}")
-    if args.html:
+    if args.html is not None:
         written.append(str(report.to_html(where(args.html))))
     return written
 
@@ -257,6 +320,7 @@ def cmd_viz(args: argparse.Namespace) -> int:
     from waferflow.api import load_plan
 
     _check_outputs((args.output, "-o", _PICTURE))
+    check_input(args.plan, "plan file")
 
     compiled = load_plan(args.plan, wafer=args.wafer)
     if args.kind == "placement":
@@ -321,7 +385,7 @@ def _emit_seed(args: argparse.Namespace, compiled, folder=None) -> str:  # fmt: 
 def _add_place_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--place", choices=["auto", "cpsat", "none"], default="auto",
                    help="placement: CP-SAT (auto: for parallel plans) or the default layout")  # fmt: skip
-    p.add_argument("--place-time", type=float, default=10.0, metavar="SECONDS",
+    p.add_argument("--place-time", type=_seconds, default=10.0, metavar="SECONDS",
                    help="CP-SAT deterministic seconds for the whole placement, all its "
                         "solvers together (default 10)")  # fmt: skip
 
@@ -373,11 +437,16 @@ def cmd_compile(args: argparse.Namespace) -> int:
     from waferflow.ir.summary import summarize
 
     _check_model(args)
-    _check_report_outputs(args)
+    _check_link_tracks(args)
+    if args.hazard_guard:
+        _refuse_unused(args, "--hazard-guard", "--emit amcoda", "emit")
+    if args.emit_dir is not None:
+        _refuse_unused(args, "--emit-dir", "--emit amcoda", "emit")
     _check_outputs(
-        (args.output, "-o", ()), (args.png, "--png", _PICTURE), (args.report, "--report", ())
-    )
-    if args.emit_dir:
+        (args.output, "-o", ()), (args.trace, "--trace", ()), (args.html, "--html", _HTML),
+        (args.png, "--png", _PICTURE), (args.report, "--report", ()),
+    )  # fmt: skip
+    if args.emit_dir is not None:
         from waferflow.fileio import check_output
 
         check_output(args.emit_dir, "--emit-dir", folder=True)
@@ -487,7 +556,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "place and route need one; see `waferflow passes`)")  # fmt: skip
     p.add_argument("--coarsen", type=_positive_int, default=1, metavar="K",
                    help="work on the wafer's K x K coarse view (default 1)")  # fmt: skip
-    p.add_argument("--seed", type=int, default=0,
+    p.add_argument("--seed", type=seed_type, default=0,
                    help="seed for passes that make random choices (default 0)")  # fmt: skip
     p.add_argument("-o", "--output", default="-", metavar="FILE",
                    help="write the final IR here: .json as JSON, else text ('-', the "
@@ -562,7 +631,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "wafer's flow.max_streams)")  # fmt: skip
     p.add_argument("--hazard-guard", action="store_true",
                    help="--emit amcoda: turn mid-program STORE/LOADs into 1-operand ADDs")  # fmt: skip
-    p.add_argument("--seed", type=int, default=0,
+    p.add_argument("--seed", type=seed_type, default=0,
                    help="seed of the placement search and of generated data files")  # fmt: skip
     _add_place_args(p)
     p.set_defaults(func=cmd_compile)
@@ -581,10 +650,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--compare", action="store_true",
                    help="print every candidate (the default output; kept for clarity)")  # fmt: skip
-    p.add_argument("--seed", type=int, default=0, help="seed of the placement search")
+    p.add_argument("--seed", type=seed_type, default=0, help="seed of the placement search")
     p.add_argument("--export-model", metavar="FILE",
                    help="write the CP-SAT model for reproduction")  # fmt: skip
-    p.add_argument("--place-time", type=float, default=10.0, metavar="SECONDS",
+    p.add_argument("--place-time", type=_seconds, default=10.0, metavar="SECONDS",
                    help="CP-SAT deterministic seconds for the whole placement (default 10)")  # fmt: skip
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=cmd_place)

@@ -85,8 +85,11 @@ def _compile_from_args(args: argparse.Namespace) -> SeedCompileResult:
 
 
 def cmd_emit(args: argparse.Namespace) -> int:
+    from waferflow.fileio import check_output
+
     if args.target != "amcoda":  # argparse restricts it; kept for callers building Namespaces
         raise ConfigError(f"--target {args.target!r}: the only emit target is amcoda")
+    check_output(args.output, "-o", folder=True)  # a file there is refused, not replaced
     result = _compile_from_args(args)
     print(result.summary())
     root = result.emit(args.output, seed=args.seed)
@@ -107,6 +110,8 @@ def cmd_emit(args: argparse.Namespace) -> int:
 
 
 def cmd_check_amcoda(args: argparse.Namespace) -> int:
+    if not args.exp_dir:  # Path("") is the current folder
+        raise ConfigError("check-amcoda: the experiment folder's path is empty: give it")
     root = Path(args.exp_dir)
     if not root.is_dir():
         raise ConfigError(f"{root}: no such experiment folder")
@@ -135,6 +140,8 @@ def _mem_ports(text: str) -> int:
 
 def add_amcoda_commands(subparsers: Any) -> None:
     """Add ``emit`` and ``check-amcoda`` to a ``parser.add_subparsers()`` object."""
+    from waferflow.cli import seed_type
+
     p = subparsers.add_parser(
         "emit",
         help="write a plan as a target's programs (amcoda: an experiment folder)",
@@ -159,7 +166,8 @@ def add_amcoda_commands(subparsers: Any) -> None:
     p.add_argument("--batch", type=int, default=None, help="batch size (default: the model's)")
     p.add_argument("--mem-ports", type=_mem_ports, default=None, metavar="N",
                    help="MemWidth: concurrent streams per actor each way (default 4)")  # fmt: skip
-    p.add_argument("--seed", type=int, default=0, help="seed of the input values (default 0)")
+    p.add_argument("--seed", type=seed_type, default=0,
+                   help="seed of the input values (default 0)")  # fmt: skip
     p.add_argument("--hazard-guard", action="store_true",
                    help="turn mid-program STORE/LOADs into 1-operand ADDs (§6.3 b)")  # fmt: skip
     p.add_argument("--no-check", action="store_true", help="do not check the written folder")

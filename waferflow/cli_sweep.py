@@ -45,11 +45,19 @@ def add_sweep_command(sub: Any) -> None:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
+    from waferflow.cli import check_input
     from waferflow.sweep import import_ray, load_sweep, run_sweep
+
+    check_input(args.sweep, "sweep file")
 
     if args.ray or args.ray_address:
         import_ray()  # says how to install it, before anything is read or run
     sweep = load_sweep(args.sweep, output=args.output)
+    from waferflow.fileio import check_output
+
+    # before any job runs: a file there, or a folder that cannot be written, would
+    # otherwise fail only when the first row is kept
+    check_output(sweep.output, "-o" if args.output is not None else "output", folder=True)
     if args.dry_run:
         print(f"sweep {sweep.name}: {len(sweep.jobs)} jobs, results in {sweep.output}")
         for job in sweep.jobs:

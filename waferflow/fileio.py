@@ -34,10 +34,11 @@ import json
 import math
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, NoReturn
 
 from waferflow.errors import FormatError, ParseError, WaferflowError
 
@@ -56,7 +57,9 @@ __all__ = [
     "kind_name",
     "loads_json",
     "os_error_text",
+    "read_limited",
     "read_lines",
+    "read_stream",
     "read_text",
     "short",
     "want",
@@ -70,6 +73,9 @@ __all__ = [
 MAX_INT_DIGITS = 400  # far above any count or size, far below Python's 4,300-digit limit
 MAX_DEPTH = 100  # nesting of JSON arrays / objects (and of IR attribute lists)
 INT64_MAX = 2**63 - 1  # shapes, costs, bytes: what torch and the simulator count in
+# a stream (stdin, a pipe, a device) longer than this is refused as it is read: a
+# device like /dev/zero, given as a file, would otherwise fill the memory
+MAX_INPUT_BYTES = 2**31
 
 
 def short(value: Any, limit: int = 60) -> str:
@@ -103,13 +109,42 @@ def decode_text(data: bytes, source: str) -> str:
     return text.removeprefix("\ufeff")
 
 
+def read_limited(path: str | Path, what: str = "file") -> bytes:
+    """The bytes of ``path``: a regular file whole (its size is known and finite),
+    anything else (a pipe, a device) refused (``WaferflowError``) past
+    ``MAX_INPUT_BYTES``; ``OSError``s pass through to the caller, which words them."""
+    with open(path, "rb") as f:
+        if stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            return f.read()
+        return read_stream(f, str(path), what)  # a pipe or a device
+
+
+def read_stream(f: BinaryIO, source: str, what: str = "input") -> bytes:
+    """The bytes of the stream ``f`` (stdin, a pipe, a device), a piece at a time
+    (``read(n)`` would allocate ``n`` bytes up front), refused past ``MAX_INPUT_BYTES``."""
+    buf = bytearray()
+    while len(buf) <= MAX_INPUT_BYTES and (piece := f.read(1 << 20)):
+        buf += piece
+    if len(buf) > MAX_INPUT_BYTES:
+        _too_big(source, what)
+    return bytes(buf)
+
+
+def _too_big(source: str, what: str) -> NoReturn:
+    raise WaferflowError(
+        f"{source}: the {what} streams more than {MAX_INPUT_BYTES:,} bytes (a device or "
+        "an endless pipe?): write it to a file and give that"
+    )
+
+
 def read_text(path: str | Path, what: str = "file", hint: str = "") -> str:
-    """The text of ``path`` (UTF-8). A missing file, a folder or an unreadable file
-    is a ``WaferflowError`` naming ``what`` it should have been; ``hint`` says how
-    to make one (``"write one with `waferflow trace`"``)."""
-    file = Path(path)
+    """The text of ``path`` (UTF-8). A missing file, a folder, an empty path or an
+    unreadable file is a ``WaferflowError`` naming ``what`` it should have been;
+    ``hint`` says how to make one (``"write one with `waferflow trace`"``)."""
+    if str(path) == "":  # Path("") is the current folder: name the real mistake
+        raise WaferflowError(f"the {what}'s path is empty: give the path of the {what}")
     try:
-        data = file.read_bytes()
+        data = read_limited(path, what)
     except FileNotFoundError:
         extra = f" ({hint})" if hint else ""
         raise WaferflowError(f"{path}: no such {what}{extra}") from None
@@ -528,6 +563,20 @@ def os_error_text(err: OSError) -> str:
     return f"{name} {words}".strip() if name else (err.strerror or str(err))
 
 
+def _probe_folder(folder: Path, option: str, path: str) -> None:
+    """Create and remove a temporary file in ``folder``, as the writers will: the
+    access bits do not tell (root passes them on /proc or a read-only mount)."""
+    try:
+        tmp = _temp_in(folder, "probe", "")
+    except OSError as err:
+        words = (err.strerror or str(err)).lower()
+        raise WaferflowError(
+            f"{option} {short(path)}: files cannot be created in {folder} ({words}): "
+            "choose another place"
+        ) from None
+    tmp.unlink(missing_ok=True)
+
+
 def check_output(
     path: str | Path, option: str, *, suffixes: tuple[str, ...] = (), folder: bool = False
 ) -> None:
@@ -538,7 +587,7 @@ def check_output(
     writers create them."""
     out = Path(path)
     if str(path) in ("", "."):
-        raise WaferflowError(f"{option}: give a file name")
+        raise WaferflowError(f"{option}: give a {'folder' if folder else 'file'} name")
     if suffixes and out.suffix.lower() not in suffixes:
         got = f"{out.suffix!r}" if out.suffix else "no extension"
         raise WaferflowError(
@@ -559,4 +608,5 @@ def check_output(
                 )
             if not os.access(parent, os.W_OK | os.X_OK):
                 raise WaferflowError(f"{option} {short(str(path))}: {parent} is not writable")
+            _probe_folder(parent, option, str(path))
             break

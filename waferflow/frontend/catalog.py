@@ -299,6 +299,16 @@ def expert_count(spec: str) -> int | None:
     return None if entry is None else int(_config(entry).get("num_local_experts", 0))
 
 
+def experts_per_token(spec: str) -> int | None:
+    """Experts each token is routed to (top-k) in a zoo model with experts; ``None``
+    for a dense model or a model file."""
+    prefix, _, key = canonical_model(spec).partition(":")
+    entry = SPECS.get(key) if prefix == "hf" else None
+    if entry is None or not _config(entry).get("num_local_experts", 0):
+        return None
+    return int(_config(entry).get("num_experts_per_tok", 2))
+
+
 def param_count(spec: str) -> int | None:
     """The number of parameters of a Hugging Face zoo model (tied weights once), from
     its config; ``None`` for a model this table cannot count (CNNs, model files)."""
@@ -332,4 +342,5 @@ def param_count(spec: str) -> int | None:
 
 
 __all__ = ["CNNS", "SPECS", "CNNSpec", "HFSpec", "canonical_model", "expert_count",
+           "experts_per_token",
            "is_file_spec", "list_models", "param_count"]  # fmt: skip

@@ -9,10 +9,11 @@ passing every option (a sweep, a script looping over modes) is not refused.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from waferflow.errors import ConfigError, TraceError
-from waferflow.frontend.catalog import canonical_model, expert_count
+from waferflow.frontend.catalog import canonical_model, expert_count, experts_per_token
 
 DEFAULT_OPTIMIZER = "sgd"
 UNIFORM_SKEW = 1.0
@@ -29,12 +30,28 @@ def check_optimizer(mode: str, optimizer: str) -> None:
         )
 
 
-def check_moe_skew(moe_skew: Any, model: str, experts: int | None) -> None:
-    """Refuse a skew that is not a number >= 1, and, when ``experts`` is 0 (the model
-    has none; ``None``: not known until the model is built), any skew but 1."""
-    if isinstance(moe_skew, bool) or not isinstance(moe_skew, int | float) or not moe_skew >= 1:
+def check_moe_skew(
+    moe_skew: Any, model: str, experts: int | None, top_k: int | None = None
+) -> None:
+    """Refuse a skew that is not a finite number >= 1, and, when ``experts`` is 0 (the
+    model has none; ``None``: not known until the model is built), any skew but 1.
+    With ``top_k`` (experts per token) known, a skew above ``experts / top_k`` is
+    refused too: the busiest expert cannot get more than every token."""
+    if (
+        isinstance(moe_skew, bool)
+        or not isinstance(moe_skew, int | float)
+        or not moe_skew >= 1
+        or not math.isfinite(moe_skew)
+    ):
         raise TraceError(
-            f"moe_skew={moe_skew!r}: the expert load skew must be a number >= 1 (1 = uniform)"
+            f"moe_skew={moe_skew!r}: the expert load skew must be a finite number >= 1 "
+            "(1 = uniform)"
+        )
+    if experts and top_k and moe_skew > experts / top_k:
+        raise ConfigError(
+            f"--moe-skew {moe_skew:g}: {model} routes each token to {top_k} of its {experts} "
+            f"experts, so the busiest expert gets at most {experts / top_k:g} times the mean "
+            f"share (every token); give a skew from 1 to {experts / top_k:g}"
         )
     if experts == 0 and moe_skew != UNIFORM_SKEW:
         raise ConfigError(
@@ -48,7 +65,7 @@ def check_trace_options(spec: str, *, mode: str, optimizer: str, moe_skew: Any) 
     """The checks above for a zoo name or model file, before torch is imported (the
     experts of a model file are counted when it is traced)."""
     check_optimizer(mode, optimizer)
-    check_moe_skew(moe_skew, canonical_model(spec), expert_count(spec))
+    check_moe_skew(moe_skew, canonical_model(spec), expert_count(spec), experts_per_token(spec))
 
 
 __all__ = ["check_moe_skew", "check_optimizer", "check_trace_options"]

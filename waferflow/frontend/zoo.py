@@ -34,6 +34,7 @@ import torch
 from torch import nn
 
 from waferflow.errors import ConfigError, TraceError, WaferflowError
+from waferflow.fileio import short
 from waferflow.frontend import zoo_cnn, zoo_hf
 from waferflow.frontend.catalog import CNNS, SPECS, canonical_model
 from waferflow.frontend.tracer import default_loss
@@ -61,9 +62,20 @@ _CNN_FACTORIES: dict[str, Callable[[], nn.Module]] = {
 }
 
 
+# a batch (or sequence) beyond this is refused before torch sees it: far above any
+# training run (hundreds of times the largest batches published), far below the sizes
+# at which tensor shapes or op costs overflow 64-bit integers
+MAX_SIZE = 2**24
+
+
 def _check_size(what: str, value: int | None) -> None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
         raise ConfigError(f"{what} must be a positive integer, got {value!r}")
+    if value is not None and value > MAX_SIZE:
+        raise ConfigError(
+            f"{what}={short(value)} is too large: waferflow models a {what} of at most "
+            f"{MAX_SIZE:,}; give a smaller one"
+        )
 
 
 DTYPES: dict[str, torch.dtype] = {"f32": torch.float32, "bf16": torch.bfloat16,

@@ -21,6 +21,7 @@ from waferflow.mapper._ortools import cp_model
 # loaded machine stretches wall time without limit but leaves CPU time alone.
 GUARD_FACTOR = 50.0
 GUARD_SLACK = 120.0  # CPU seconds, for the fixed costs of a call whatever its limit
+MAX_WORKERS = 10_000  # CP-SAT's own bound on num_workers: more is MODEL_INVALID
 _GUARD_POLL = 0.25  # seconds between two looks at the CPU clock
 
 
@@ -53,8 +54,11 @@ class SolveOptions:
     def __post_init__(self) -> None:
         if not (self.time_limit > 0 and math.isfinite(self.time_limit)):
             raise PlanError(f"time limit must be positive (and finite), got {self.time_limit}")
-        if self.num_workers < 1:
-            raise PlanError(f"num_workers must be >= 1, got {self.num_workers}")
+        if not 1 <= self.num_workers <= MAX_WORKERS:  # CP-SAT rejects more as invalid
+            raise PlanError(
+                f"num_workers must be from 1 to {MAX_WORKERS:,} (CP-SAT threads), got "
+                f"{self.num_workers}"
+            )
         if not 0 <= self.gap_limit < 1:
             raise PlanError(f"gap_limit must be in [0, 1), got {self.gap_limit}")
         if self.max_cpu_time is not None and not self.max_cpu_time > 0:

@@ -77,6 +77,14 @@ class Parallelize(Pass):
             self.spec()
         except PlanError as exc:
             raise PassError(f"pass 'parallelize': {exc}") from None
+        given = [f.name.replace("_", "-") for f in fields(self)
+                 if f.name != "plan" and getattr(self, f.name) != f.default]  # fmt: skip
+        if self.plan and given:  # the plan string replaces them all: they would be ignored
+            raise PassError(
+                f"pass 'parallelize': plan=\"{self.plan}\" gives the whole plan, so "
+                f"{', '.join(given)} would be ignored: put {'it' if len(given) == 1 else 'them'} "
+                "in the plan string, or drop plan"
+            )
 
     def apply(self, ctx: PassContext, graph: Graph) -> Graph:
         wafer = ctx.require_wafer(self.name)

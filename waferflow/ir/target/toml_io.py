@@ -115,7 +115,7 @@ from pathlib import Path
 from typing import Any
 
 from waferflow.errors import ConfigError, FormatError
-from waferflow.fileio import decode_text, short, write_text
+from waferflow.fileio import decode_text, read_limited, short, write_text
 from waferflow.ir.dtypes import DType
 from waferflow.ir.target import catalog
 from waferflow.ir.target.fabric import FabricLevel
@@ -231,7 +231,7 @@ def get_wafer(name_or_path: str | Path | Wafer) -> Wafer:
 
 def _load(path: Path, stack: tuple[Path, ...]) -> Wafer:
     try:
-        data = path.read_bytes()
+        data = read_limited(path, "wafer file")
     except FileNotFoundError:
         raise ConfigError(f"wafer file {path} does not exist") from None
     except OSError as e:
