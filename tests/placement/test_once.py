@@ -41,9 +41,9 @@ def _count(monkeypatch: pytest.MonkeyPatch, module: object, name: str) -> list[i
 def test_the_program_is_scheduled_once_for_every_candidate(
     gpt2_tiny: Graph, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import waferflow.passes.place as place
+    import waferflow.passes.place_candidates as candidates
 
-    scheduled = _count(monkeypatch, place, "schedule")
+    scheduled = _count(monkeypatch, candidates, "schedule")
     r = place_parallel(gpt2_tiny, get_wafer("mesh16x16"), PIPE, options=PlaceOptions(1.0))
     built = [c for c in r.candidates if "same layout" not in c.note and "no better" not in c.note]
     assert len(built) >= 3  # candidates with layouts of their own, each assembled
@@ -74,9 +74,9 @@ def test_routes_other_than_the_simulators_are_simulated_afresh(gpt2_tiny: Graph)
 
 def test_plan_auto_hands_its_build_to_placement(monkeypatch: pytest.MonkeyPatch) -> None:
     built = _count(monkeypatch, driver, "schedule")
-    import waferflow.passes.place as place
+    import waferflow.passes.place_candidates as candidates
 
-    rebuilt = _count(monkeypatch, place, "schedule")
+    rebuilt = _count(monkeypatch, candidates, "schedule")
     compiled = wf.compile("hf:gpt2-tiny", wafer="mesh16x16", mode="train", batch=8, seq=32,
                           plan="auto", place_time=1.0)  # fmt: skip
     assert compiled.search is not None and compiled.placement is not None
@@ -107,15 +107,15 @@ def test_a_winner_found_by_a_worker_is_built_again_here(
     """This process builds the likeliest winners (least rank byte-hops), the workers
     the rest; when a worker's candidate is fastest, its plan is built again here (the
     worker's stays in the worker's memory)."""
-    import waferflow.passes.place as place
+    from waferflow.passes.place_candidates import ParallelPlacement
 
     w, plan = get_wafer("torus8x8"), "dp=4,tp=2,pp=2,microbatches=2"
     one = place_parallel(gpt2_tiny, w, plan, options=PlaceOptions(1.0, jobs=1))
     winner = next(i for i, c in enumerate(one.candidates) if c.method == one.chosen)
     assert winner != 0  # a candidate built in settle: the case this test is about
     last = staticmethod(lambda t: (t.idx == winner, t.rank_cost, t.idx))
-    monkeypatch.setattr(place._Parallel, "likeliest", last)  # the winner to the worker
-    evaluated = _count(monkeypatch, place._Parallel, "evaluate")
+    monkeypatch.setattr(ParallelPlacement, "likeliest", last)  # the winner to the worker
+    evaluated = _count(monkeypatch, ParallelPlacement, "evaluate")
     many = place_parallel(gpt2_tiny, w, plan, options=PlaceOptions(1.0, jobs=2))
     assert many.candidates == one.candidates
     assert many.chosen == one.chosen and many.plan == one.plan

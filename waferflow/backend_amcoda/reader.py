@@ -1,11 +1,12 @@
 """Read an experiment folder back: host scripts into actor programs (§2, §3).
 
-The tokenizer follows the simulator's host thread (§2.1): whitespace-separated
-tokens; the first three skipped; ``//`` as a record's first token discards the rest
-of its line (comments are allowed nowhere else); ``0x`` numbers are hexadecimal and
-numbers without it decimal; a value wider than its field wraps. Instruction lists
-are read up to the next token that is not ``0x``-prefixed, so a wrong ins_init
-count is reported rather than misparsed.
+The tokenizer and the records it reads (``host_records.py``) follow the simulator's
+host thread (§2.1): whitespace-separated tokens; the first three skipped; ``//`` as a
+record's first token discards the rest of its line (comments are allowed nowhere
+else); ``0x`` numbers are hexadecimal and numbers without it decimal; a value wider
+than its field wraps. Instruction lists are read up to the next token that is not
+``0x``-prefixed, so a wrong ins_init count is reported rather than misparsed. This
+module turns the records into programs (§3) and gathers folders.
 
 ``parse_host_script`` is lenient: it returns a ``HostScript`` with every problem it
 met (``Problem``: line, rule, message, severity) and the program when one could be
@@ -19,10 +20,19 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from waferflow.backend_amcoda.host_records import (
+    Cursor,
+    Fatal,
+    Instruction,
+    Problem,
+    Record,
+    RecordKind,
+    Severity,
+    read_records,
+)
 from waferflow.backend_amcoda.program import (
     MAX_ACTORS,
     MAX_SLOTS,
@@ -47,10 +57,6 @@ from waferflow.errors import ParseError, WaferflowError
 from waferflow.fileio import loads_json, read_text
 
 _BASE = 0x80000000
-_HEADER_WIDTHS = (8, 8, 32, 32, 32, 8, 8)  # HEAD TYPE SRC DST OP SEQ TAIL (§2.3)
-_HEADER_NAMES = ("HEAD", "TYPE", "SRC", "DST", "OP", "SEQ", "TAIL")
-_CONFIG_WIDTHS = (8,) + (2, 32) * 4  # mode, then (type, addr) x 4 (§3.1)
-_OP_WIDTHS = (8,) + (16,) * 8 + (8,)  # aluop, para1..8, para9
 _CONTINUE = 0xFF
 _MODE_OF = {
     (alu, m.code): m
@@ -64,53 +70,6 @@ _MODE_OF = {
     for m in modes
 }
 _ENTRY_COMMENT = re.compile(r"^//\s+e(\d+)\s+(\S+)\s")
-
-
-class Severity(Enum):
-    ERROR = "error"  # the simulator would abort, hang or compute the wrong thing
-    WARNING = "warning"  # legal, but probably not what was meant
-
-
-@dataclass(frozen=True, slots=True)
-class Problem:
-    line: int
-    rule: str
-    message: str
-    severity: Severity = Severity.ERROR
-
-
-class RecordKind(Enum):
-    INS_INIT = 0xF1
-    START = 0xF2
-    PAUSE = 0xF3
-    REQ = 0xF5
-    DATA = 0xF7  # trans_data
-    IGNORED = 0  # a header of another TYPE: parsed, nothing sent
-    OUTPUT = -2
-    IDLE = -1
-    NOOP = -3  # another negative wait: the host does nothing
-
-
-@dataclass(frozen=True, slots=True)
-class Instruction:
-    line: int
-    head: int
-    fields: tuple[int, ...]  # after the head, wrapped to their widths
-
-
-@dataclass(frozen=True, slots=True)
-class Record:
-    kind: RecordKind
-    line: int
-    wait: int
-    header: tuple[int, ...] = ()
-    instructions: tuple[Instruction, ...] = ()
-    source: str = ""  # trans_data: file name, "<data_package>" or "<random_data_package>"
-    name: str = ""  # -2: the output file
-
-    @property
-    def op(self) -> int:
-        return self.header[4] if self.header else 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,238 +103,6 @@ class HostScript:
         return [r for r in self.records if r.kind in keep]
 
 
-# -- tokens and numbers -------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class _Tok:
-    text: str
-    line: int
-
-
-class _Cursor:
-    def __init__(self, text: str, problems: list[Problem]) -> None:
-        self.toks = [_Tok(t, i) for i, ln in enumerate(text.splitlines(), 1) for t in ln.split()]
-        self.lines = text.splitlines()
-        self.pos = 0
-        self.problems = problems
-
-    def peek(self) -> _Tok | None:
-        return self.toks[self.pos] if self.pos < len(self.toks) else None
-
-    def take(self) -> _Tok | None:
-        t = self.peek()
-        if t is not None:
-            self.pos += 1
-        return t
-
-    def skip_line(self, line: int) -> None:
-        while self.pos < len(self.toks) and self.toks[self.pos].line == line:
-            self.pos += 1
-
-    def number(self, width: int, what: str, last_line: int) -> int:
-        """A header or instruction field: ``0x`` hex, else decimal; wraps to ``width``."""
-        t = self.take()
-        if t is None:
-            raise _Fatal(last_line, "syntax", f"the file ends inside a record, expecting {what}")
-        s = t.text.lower()
-        if s.startswith("0x") and re.fullmatch(r"0x[0-9a-f]+", s):
-            value = int(s, 16)
-        elif s.isdigit():
-            value = int(s)
-            same = value < 10  # one digit reads the same in both bases
-            self.problems.append(
-                Problem(
-                    t.line,
-                    "hex-prefix",
-                    f"{what} {t.text!r} has no 0x prefix, so it reads as decimal"
-                    + (" (the same value here)" if same else f" {value}, not 0x{t.text}")
-                    + "; write 0x-prefixed hex (§2.1)",
-                    Severity.WARNING if same else Severity.ERROR,
-                )
-            )
-        else:
-            raise _Fatal(t.line, "syntax", f"{what}: {t.text!r} is not a number")
-        if value >= 1 << width:
-            self.problems.append(
-                Problem(
-                    t.line,
-                    "field-width",
-                    f"{what} {t.text} does not fit its {width}-bit field; it wraps to "
-                    f"0x{value & ((1 << width) - 1):x}",
-                )
-            )
-            value &= (1 << width) - 1
-        return value
-
-
-class _Fatal(Exception):
-    def __init__(self, line: int, rule: str, message: str) -> None:
-        super().__init__(message)
-        self.problem = Problem(line, rule, message)
-
-
-# -- records ------------------------------------------------------------------------------
-
-
-def _wait(cur: _Cursor, tok: _Tok) -> int:
-    m = re.match(r"^[+-]?\d+", tok.text)
-    if m is None:
-        raise _Fatal(
-            tok.line,
-            "syntax",
-            f"expected a record (a decimal wait, -2, -1) or a '// ' comment, got {tok.text!r}; "
-            "the simulator aborts on it (stoi)",
-        )
-    if m.group(0) != tok.text:
-        cur.problems.append(
-            Problem(tok.line, "syntax", f"wait {tok.text!r} reads as {int(m.group(0))} (stoi)")
-        )
-    return int(m.group(0))
-
-
-def _instructions(cur: _Cursor, line: int) -> list[Instruction]:
-    out: list[Instruction] = []
-    while (t := cur.peek()) is not None and t.text.lower().startswith("0x"):
-        head = cur.number(8, "instruction head", line)
-        if head in (0xF1, 0xF2):
-            fields = tuple(cur.number(w, "instruction field", t.line) for w in _CONFIG_WIDTHS)
-        elif head == 0xF3:
-            fields = tuple(cur.number(w, "instruction field", t.line) for w in _OP_WIDTHS)
-        else:
-            fields = (cur.number(8, "instruction type", t.line),)
-            cur.problems.append(
-                Problem(t.line, "instruction", f"instruction head 0x{head:02x} is not 0xf1-0xf3")
-            )
-        out.append(Instruction(t.line, head, fields))
-    return out
-
-
-def _records(cur: _Cursor) -> list[Record]:
-    for _ in range(3):  # the title tokens (§2.1)
-        if cur.take() is None:
-            raise _Fatal(1, "syntax", "the file has fewer than the 3 title tokens")
-    recs: list[Record] = []
-    while True:
-        tok = cur.take()
-        if tok is None:
-            last = cur.toks[-1].line if cur.toks else 1
-            raise _Fatal(
-                last, "idle-record", "the file does not end with the idle record -1 (§2.4)"
-            )
-        if tok.text == "//":
-            cur.skip_line(tok.line)
-            continue
-        if tok.text.startswith("//"):
-            raise _Fatal(tok.line, "comment", f"comment {tok.text!r} needs a space after // (§2.1)")
-        wait = _wait(cur, tok)
-        if wait == -1:
-            rest = cur.peek()
-            if rest is not None:
-                cur.problems.append(
-                    Problem(
-                        rest.line,
-                        "idle-record",
-                        "records after the idle record -1 are never read",
-                        Severity.WARNING,
-                    )
-                )
-            recs.append(Record(RecordKind.IDLE, tok.line, wait))
-            return recs
-        if wait == -2:
-            key, name = cur.take(), cur.take()
-            if key is None or name is None:
-                raise _Fatal(tok.line, "syntax", "-2 needs a keyword and a file name")
-            recs.append(Record(RecordKind.OUTPUT, tok.line, wait, name=name.text))
-            continue
-        if wait < 0:
-            cur.problems.append(
-                Problem(tok.line, "wait", f"wait {wait} is ignored by the host", Severity.WARNING)
-            )
-            recs.append(Record(RecordKind.NOOP, tok.line, wait))
-            continue
-        header = tuple(
-            cur.number(w, f"header {n}", tok.line)
-            for w, n in zip(_HEADER_WIDTHS, _HEADER_NAMES, strict=True)
-        )
-        recs.append(_body(cur, tok.line, wait, header))
-
-
-def _body(cur: _Cursor, line: int, wait: int, header: tuple[int, ...]) -> Record:
-    try:
-        kind = RecordKind(header[1])
-    except ValueError:
-        kind = RecordKind.IGNORED
-    if kind in (RecordKind.IDLE, RecordKind.OUTPUT, RecordKind.NOOP):
-        kind = RecordKind.IGNORED
-    if kind is RecordKind.IGNORED:
-        cur.problems.append(
-            Problem(
-                line,
-                "record-type",
-                f"TYPE 0x{header[1]:02x} is not ins_init/start/pause/req/trans_data; the host "
-                "ignores the record",
-                Severity.WARNING,
-            )
-        )
-    if header[0] != 0xFF or header[6] != 0xFF:
-        cur.problems.append(
-            Problem(line, "header", "HEAD and TAIL should be 0xff", Severity.WARNING)
-        )
-    if kind is RecordKind.INS_INIT:
-        key = cur.take()
-        if key is None or key.text.lower().startswith("0x"):
-            raise _Fatal(line, "syntax", "ins_init needs a keyword (ins_package:) before its list")
-        ins = _instructions(cur, line)
-        nxt = cur.peek()
-        if len(ins) < header[4] and nxt is not None and nxt.text.startswith("//"):
-            cur.problems.append(
-                Problem(
-                    nxt.line,
-                    "comment",
-                    "a comment inside the instruction list: comments are allowed only where "
-                    "a record starts (§2.1)",
-                )
-            )
-        return Record(kind, line, wait, header, tuple(ins))
-    if kind is RecordKind.DATA:
-        key = cur.take()
-        if key is None:
-            raise _Fatal(line, "syntax", "trans_data needs a data source")
-        if key.text == "input_file:":
-            name = cur.take()
-            if name is None:
-                raise _Fatal(line, "syntax", "input_file: needs a file name")
-            return Record(kind, line, wait, header, source=name.text)
-        if key.text == "random_data_package":
-            return Record(kind, line, wait, header, source="<random_data_package>")
-        if key.text == "data_package:":
-            for _ in range(32 * header[4]):
-                v = cur.take()
-                if v is None or not _is_float(v.text):
-                    raise _Fatal(
-                        v.line if v else line,
-                        "syntax",
-                        f"data_package: needs {32 * header[4]} decimal numbers",
-                    )
-            return Record(kind, line, wait, header, source="<data_package>")
-        raise _Fatal(
-            key.line,
-            "syntax",
-            f"trans_data source {key.text!r} is not input_file:, data_package: or "
-            "random_data_package; the host would send nothing and the actor waits for ever",
-        )
-    return Record(kind, line, wait, header)
-
-
-def _is_float(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
-
-
 # -- the program ----------------------------------------------------------------------------
 
 
@@ -391,12 +118,12 @@ def _operands(fields: tuple[int, ...], line: int) -> list[Operand]:
             elif 1 <= addr - _BASE <= MAX_ACTORS:
                 ops.append(actor(addr - _BASE))
             else:
-                raise _Fatal(
+                raise Fatal(
                     line, "operand", f"address 0x{addr:08x} is neither the host nor an actor"
                 )
         else:
             if addr >= MAX_SLOTS:
-                raise _Fatal(
+                raise Fatal(
                     line, "slot-index", f"slot {addr} is past the {MAX_SLOTS}-entry table (§3.2)"
                 )
             ops.append(Operand(OperandKind.KEEP if typ == 2 else OperandKind.RELEASE, addr))
@@ -418,7 +145,7 @@ def _program(
             cfg = out_cfg if x.head == 0xF1 else in_cfg
             if mode == _CONTINUE:
                 if cfg is None:
-                    raise _Fatal(x.line, "syntax", "a continue line with nothing to continue")
+                    raise Fatal(x.line, "syntax", "a continue line with nothing to continue")
                 cfg[1].extend(ops)
                 continue
             if x.head == 0xF1:
@@ -427,10 +154,10 @@ def _program(
                 in_cfg, in_line, fresh_in = (mode, ops), x.line, True
             continue
         if x.head != 0xF3:
-            raise _Fatal(x.line, "instruction", f"instruction head 0x{x.head:02x} is unknown")
+            raise Fatal(x.line, "instruction", f"instruction head 0x{x.head:02x} is unknown")
         k = len(entries)
         if out_cfg is None or in_cfg is None:
-            raise _Fatal(x.line, "entry-incomplete", f"e{k} has no Out_Config or In_Config")
+            raise Fatal(x.line, "entry-incomplete", f"e{k} has no Out_Config or In_Config")
         if not (fresh_out and fresh_in):
             missing = "Out_Config" if not fresh_out else "In_Config"
             problems.append(
@@ -444,16 +171,16 @@ def _program(
         try:
             out_mode, in_mode = OutMode(out_cfg[0]), InMode(in_cfg[0])
         except ValueError:
-            raise _Fatal(
+            raise Fatal(
                 x.line, "mode", f"e{k}: Out mode 0x{out_cfg[0]:02x} / In mode 0x{in_cfg[0]:02x}"
             ) from None
         try:
             alu = AluOp(x.fields[0])
         except ValueError:
-            raise _Fatal(x.line, "aluop", f"e{k}: aluop 0x{x.fields[0]:02x} is unknown") from None
+            raise Fatal(x.line, "aluop", f"e{k}: aluop 0x{x.fields[0]:02x} is unknown") from None
         mode = _MODE_OF.get((alu, x.fields[9]))
         if mode is None:
-            raise _Fatal(x.line, "mode", f"e{k}: {alu.name} has no mode 0x{x.fields[9]:02x}")
+            raise Fatal(x.line, "mode", f"e{k}: {alu.name} has no mode 0x{x.fields[9]:02x}")
         op = Op(alu, mode, tuple(x.fields[1:9]))
         entries.append(
             (OutConfig(out_mode, tuple(out_cfg[1])), InConfig(in_mode, tuple(in_cfg[1])), op)
@@ -489,10 +216,10 @@ def _meta(text: str) -> tuple[dict[str, str], dict[int, str]]:
 def parse_host_script(text: str, actor_id: int, source: str = "<script>") -> HostScript:
     """Parse one host script (leniently: problems are collected, not raised)."""
     problems: list[Problem] = []
-    cur = _Cursor(text, problems)
+    cur = Cursor(text, problems)
     try:
-        recs = _records(cur)
-    except _Fatal as f:
+        recs = read_records(cur)
+    except Fatal as f:
         return HostScript(actor_id, source, (), (*problems, f.problem), None)
     inits = [r for r in recs if r.kind is RecordKind.INS_INIT]
     if not inits:
@@ -519,7 +246,7 @@ def parse_host_script(text: str, actor_id: int, source: str = "<script>") -> Hos
         )
     try:
         triples, lines = _program(actor_id, init.instructions, problems)
-    except _Fatal as f:
+    except Fatal as f:
         return HostScript(actor_id, source, tuple(recs), (*problems, f.problem), None)
     fields, labels = _meta(text)
     entries = tuple(Entry(o, i, op, labels.get(k, "")) for k, (o, i, op) in enumerate(triples))

@@ -33,12 +33,11 @@ from waferflow.mapper.cost import evaluate_floorplan
 from waferflow.mapper.cpsat import CpRun, SolveOptions, export, run_cpsat
 from waferflow.mapper.fp_models import (
     Scale,
-    build_rect_model,
     build_strips_model,
-    canonical,
     transpose_problem,
     transpose_rects,
 )
+from waferflow.mapper.fp_rects import build_rect_model, canonical
 from waferflow.mapper.lns import improve_floorplan
 from waferflow.mapper.problem import FloorplanProblem, ObjectiveWeights, Rect
 from waferflow.mapper.report import (

@@ -26,7 +26,8 @@ import random
 from waferflow.mapper.assign_model import build_assign_model
 from waferflow.mapper.cost import assignment_cost, evaluate_floorplan
 from waferflow.mapper.cpsat import SolveOptions, run_cpsat
-from waferflow.mapper.fp_models import Scale, build_rect_model
+from waferflow.mapper.fp_models import Scale
+from waferflow.mapper.fp_rects import build_rect_model
 from waferflow.mapper.local import swap_descent
 from waferflow.mapper.problem import AssignProblem, FloorplanProblem, Rect, centre_distance
 

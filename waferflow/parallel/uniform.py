@@ -6,7 +6,7 @@ whole model, gradients and tensor-parallel sums on a fixed ring all-reduce
 (``strip_layout``). ``uniform_plans`` lists every one of them the model and wafer can
 take: dp over the divisors of the batch, micro-batches over the divisors of each
 replica's batch, tp and pp over the degrees the plan search uses
-(``search.TP_CHOICES`` / ``PP_CHOICES``) that the model takes. ``uniform_baseline``
+(``screen.TP_CHOICES`` / ``PP_CHOICES``) that the model takes. ``uniform_baseline``
 builds each, and simulates (the event simulation, not the estimate) each one that
 fits: the fastest is the best uniform plan, and its build is kept (``--plan auto``
 places it as built when it is kept). A plan that the memory bound of
@@ -77,19 +77,19 @@ class UniformBaseline:
 def uniform_plans(graph: Graph, wafer: Wafer, max_ranks: int | None = None) -> list[ParallelPlan]:
     """Every uniform plan (module docstring) with at most ``max_ranks`` (default: the
     wafer's alive cores) ranks, in a fixed order."""
-    from waferflow.parallel.search import PP_CHOICES, TP_CHOICES, _divisors, _takes
+    from waferflow.parallel.screen import PP_CHOICES, TP_CHOICES, divisors, takes
 
     limit = wafer.num_alive if max_ranks is None else min(max_ranks, wafer.num_alive)
     batch = batch_size(graph, ParallelPlan())
-    tps = [t for t in TP_CHOICES if t <= limit and _takes(graph, wafer, ParallelPlan(tp=t))]
-    pps = [p for p in PP_CHOICES if p <= limit and _takes(graph, wafer, ParallelPlan(pp=p))]
+    tps = [t for t in TP_CHOICES if t <= limit and takes(graph, wafer, ParallelPlan(tp=t))]
+    pps = [p for p in PP_CHOICES if p <= limit and takes(graph, wafer, ParallelPlan(pp=p))]
     return [
         ParallelPlan(dp=dp, tp=tp, pp=pp, microbatches=m, algo=CollectiveAlgo.RING)
-        for dp in _divisors(batch)
+        for dp in divisors(batch)
         for pp in pps
         for tp in tps
         if dp * tp * pp <= limit
-        for m in _divisors(batch // dp)
+        for m in divisors(batch // dp)
     ]
 
 
