@@ -186,3 +186,14 @@ def test_endless_stdin_is_refused(capsys, monkeypatch) -> None:
     monkeypatch.setattr(fileio, "MAX_INPUT_BYTES", 1 << 16)
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"x" * (1 << 17))))
     assert "streams more than 65,536 bytes" in refused(capsys, "opt", "-", "-p", "dce")
+
+
+def test_the_place_pass_checks_its_options_before_any_work(capsys, tmp_path: Path) -> None:
+    # place{export=/proc/x} failed only once placement wrote the model (a raw errno
+    # naming a temporary file), and workers above CP-SAT's bound only at the first
+    # solver call; both are refused when the pipeline is read, before the input is
+    ir = tmp_path / "missing.wf"  # never read: the pipeline is refused first
+    err = refused(capsys, "opt", str(ir), "-p", "place{export=/proc/x}")
+    assert "place{export=...} '/proc/x'" in err and "missing.wf" not in err
+    err = refused(capsys, "opt", str(ir), "-p", "place{workers=100000}")
+    assert "num_workers must be from 1 to 10,000" in err and "missing.wf" not in err

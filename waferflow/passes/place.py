@@ -394,6 +394,10 @@ class Place(Pass):
             self.options()
         except PlanError as e:
             raise PassError(f"pass 'place': {e}") from None
+        if self.export:  # before any work: placement would fail only when it writes it
+            from waferflow.fileio import check_output
+
+            check_output(self.export, "place{export=...}")
 
     def apply(self, ctx: PassContext, graph: Graph) -> Graph:
         wafer = ctx.require_wafer(self.name)

@@ -17,6 +17,7 @@ from waferflow.ir.plan import Plan
 from waferflow.ir.summary import human_time
 from waferflow.ir.target.wafer import Wafer
 from waferflow.mapper.bridge import Traffic
+from waferflow.mapper.cpsat import MAX_WORKERS
 from waferflow.mapper.placement import DeadCores, ObjectiveWeights, SolveOptions, SolveReport
 from waferflow.parallel.driver import ParallelResult
 from waferflow.parallel.layout import Layout
@@ -72,8 +73,11 @@ class PlaceOptions:
             raise PlanError(
                 f"place: time limit must be positive (deterministic seconds), got {self.time_limit}"
             )
-        if self.num_workers < 1:
-            raise PlanError(f"place: num_workers must be >= 1, got {self.num_workers}")
+        if not 1 <= self.num_workers <= MAX_WORKERS:  # CP-SAT rejects more as invalid
+            raise PlanError(
+                f"place: num_workers must be from 1 to {MAX_WORKERS:,} (CP-SAT threads), got "
+                f"{self.num_workers}"
+            )
         if self.jobs is not None and self.jobs < 1:
             raise PlanError(f"place: jobs must be >= 1, got {self.jobs}")
         if self.evaluate not in EVALUATIONS:
