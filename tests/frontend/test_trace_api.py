@@ -104,6 +104,10 @@ def test_model_that_raises_names_module_and_cause() -> None:
 def test_data_dependent_control_flow_is_explained() -> None:
     with pytest.raises(TraceError, match="data-dependent control flow"):
         trace(Branchy(), (torch.randn(2, 4),))
+    # the forward branches the same way in inference: no hint to try it
+    with pytest.raises(TraceError, match="data-dependent control flow") as info:
+        trace(Branchy(), (torch.randn(2, 4),), mode="train")
+    assert "--mode infer" not in str(info.value)
 
 
 @pytest.mark.parametrize(

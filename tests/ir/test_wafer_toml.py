@@ -351,6 +351,10 @@ def test_missing_file_and_unknown_preset(tmp_path: Path) -> None:
         get_wafer("wse4")
     with pytest.raises(ConfigError, match=r"preset name, a \.toml path or a Wafer"):
         get_wafer(42)  # type: ignore[arg-type]
+    folder = tmp_path / "w.toml"
+    folder.mkdir()  # in plain words, not the OS's "Is a directory"
+    with pytest.raises(ConfigError, match=r"the wafer file: .*w\.toml is a directory, not a file"):
+        load_wafer(folder)
 
 
 # --- presets and overrides ---------------------------------------------------------------

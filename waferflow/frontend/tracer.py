@@ -205,12 +205,12 @@ def _one_line(exc: BaseException) -> str:
 def _advice(exc: BaseException, train: bool) -> str:
     text = f"{type(exc).__name__} {exc}".lower()
     if "datadependent" in text.replace("_", "").replace(" ", "") or "data-dependent" in text:
-        head = (
+        # not "try --mode infer": the forward pass branches the same way there
+        return (
             "The model branches on tensor values (data-dependent control flow), which a "
             "trace cannot follow; make the branch static or use torch.cond."
         )
-    else:
-        head = "Check that torch.export.export(model, example_inputs) accepts the model; it traces with fake tensors the same way."  # fmt: skip
+    head = "Check that torch.export.export(model, example_inputs) accepts the model; it traces with fake tensors the same way."  # fmt: skip
     return head + (" Try mode='infer' (--mode infer) to trace the forward pass alone." if train else "")  # fmt: skip
 
 

@@ -115,7 +115,7 @@ from pathlib import Path
 from typing import Any
 
 from waferflow.errors import ConfigError, FormatError
-from waferflow.fileio import decode_text, read_limited, short, write_text
+from waferflow.fileio import decode_text, os_error_text, read_limited, short, write_text
 from waferflow.ir.dtypes import DType
 from waferflow.ir.target import catalog
 from waferflow.ir.target.fabric import FabricLevel
@@ -234,8 +234,8 @@ def _load(path: Path, stack: tuple[Path, ...]) -> Wafer:
         data = read_limited(path, "wafer file")
     except FileNotFoundError:
         raise ConfigError(f"wafer file {path} does not exist") from None
-    except OSError as e:
-        raise ConfigError(f"cannot read wafer file {path}: {e.strerror or e}") from None
+    except OSError as e:  # a folder, no permission: in words, naming the file
+        raise ConfigError(f"cannot read the wafer file: {os_error_text(e)}") from None
     try:
         text = decode_text(data, str(path))
     except FormatError as e:
