@@ -11,6 +11,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from waferflow.cli_args import check_input, positive_int, seconds, seed_type
 from waferflow.errors import WaferflowError
 
 EXIT_USER_ERROR = 2
@@ -84,12 +85,6 @@ _PICTURE = (".png", ".svg")
 _HTML = (".html", ".htm")
 
 
-def check_input(path: str, what: str) -> None:
-    """Refuse an empty input path, which ``Path`` would read as the current folder."""
-    if path == "":
-        raise WaferflowError(f"the {what}'s path is empty: give the path of the {what}")
-
-
 def _check_outputs(*outputs: tuple[str | None, str, tuple[str, ...]]) -> None:
     """(path, option, suffixes) of every output a command will write, checked before
     any work (``fileio.check_output``); unset options are skipped, and an empty one is
@@ -117,32 +112,6 @@ def _write_text(path: str, text: str) -> None:
     write_text(path, text)
 
 
-def seed_type(text: str) -> int:
-    """argparse type: an integer >= 0 (the random generators of the data files refuse
-    negative seeds)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
-    return value
-
-
-def _seconds(text: str) -> float:
-    """argparse type: a finite number of seconds > 0 (checked even when nothing is
-    placed, so that a bad value is never silently dropped)."""
-    import math
-
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"expected a finite number of seconds > 0, got {text!r}")
-    return value
-
-
 def _refuse_unused(args: argparse.Namespace, option: str, needed: str, dest: str) -> None:
     """``option``, given, modifies ``needed`` (argument ``dest``); without it, it would
     be ignored, so it is refused, not dropped (as --optimizer is in inference)."""
@@ -151,17 +120,6 @@ def _refuse_unused(args: argparse.Namespace, option: str, needed: str, dest: str
             f"{option} applies only with {needed}, which is not given, so it would be "
             f"ignored: add {needed}, or drop {option}"
         )
-
-
-def _positive_int(text: str) -> int:
-    """argparse type: an integer >= 1 (``--coarsen 0`` is an error, not 1)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
-    return value
 
 
 # -- subcommands ---------------------------------------------------------------------------
@@ -385,7 +343,7 @@ def _emit_seed(args: argparse.Namespace, compiled, folder=None) -> str:  # fmt: 
 def _add_place_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--place", choices=["auto", "cpsat", "none"], default="auto",
                    help="placement: CP-SAT (auto: for parallel plans) or the default layout")  # fmt: skip
-    p.add_argument("--place-time", type=_seconds, default=10.0, metavar="SECONDS",
+    p.add_argument("--place-time", type=seconds, default=10.0, metavar="SECONDS",
                    help="CP-SAT deterministic seconds for the whole placement, all its "
                         "solvers together (default 10)")  # fmt: skip
 
@@ -554,7 +512,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "'canonicalize,dce,fuse-elementwise{max=8}' (see `waferflow passes`)")  # fmt: skip
     p.add_argument("--wafer", help="target wafer, a preset or TOML (the parallel passes, "
                    "place and route need one; see `waferflow passes`)")  # fmt: skip
-    p.add_argument("--coarsen", type=_positive_int, default=1, metavar="K",
+    p.add_argument("--coarsen", type=positive_int, default=1, metavar="K",
                    help="work on the wafer's K x K coarse view (default 1)")  # fmt: skip
     p.add_argument("--seed", type=seed_type, default=0,
                    help="seed for passes that make random choices (default 0)")  # fmt: skip
@@ -606,7 +564,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "simulate one step and print the report.")  # fmt: skip
     _add_model_args(p)
     p.add_argument("--wafer", required=True, help="preset name (see `waferflow wafers`) or TOML")
-    p.add_argument("--coarsen", type=_positive_int, default=1, metavar="K",
+    p.add_argument("--coarsen", type=positive_int, default=1, metavar="K",
                    help="plan on the coarse view: K x K cores as one node (default 1)")  # fmt: skip
     p.add_argument("--passes", help="override the pass pipeline")
     p.add_argument("--print-ir-after", action="append", metavar="PASS",
@@ -642,7 +600,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "the solver's bound.")  # fmt: skip
     _add_model_args(p)
     p.add_argument("--wafer", required=True, help="preset name or TOML")
-    p.add_argument("--coarsen", type=_positive_int, default=1, metavar="K",
+    p.add_argument("--coarsen", type=positive_int, default=1, metavar="K",
                    help="place on the K x K coarse view (default 1)")  # fmt: skip
     p.add_argument(
         "--plan",
@@ -653,7 +611,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=seed_type, default=0, help="seed of the placement search")
     p.add_argument("--export-model", metavar="FILE",
                    help="write the CP-SAT model for reproduction")  # fmt: skip
-    p.add_argument("--place-time", type=_seconds, default=10.0, metavar="SECONDS",
+    p.add_argument("--place-time", type=seconds, default=10.0, metavar="SECONDS",
                    help="CP-SAT deterministic seconds for the whole placement (default 10)")  # fmt: skip
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=cmd_place)

@@ -140,7 +140,7 @@ def _mem_ports(text: str) -> int:
 
 def add_amcoda_commands(subparsers: Any) -> None:
     """Add ``emit`` and ``check-amcoda`` to a ``parser.add_subparsers()`` object."""
-    from waferflow.cli import seed_type
+    from waferflow.cli_args import seed_type
 
     p = subparsers.add_parser(
         "emit",

@@ -1,0 +1,51 @@
+"""The command line's argument types and input checks, shared by ``cli`` and the
+commands it adds from ``cli_amcoda`` and ``cli_sweep`` (which would otherwise import
+them back from ``cli``)."""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+from waferflow.errors import WaferflowError
+
+
+def check_input(path: str, what: str) -> None:
+    """Refuse an empty input path, which ``Path`` would read as the current folder."""
+    if path == "":
+        raise WaferflowError(f"the {what}'s path is empty: give the path of the {what}")
+
+
+def seed_type(text: str) -> int:
+    """argparse type: an integer >= 0 (the random generators of the data files refuse
+    negative seeds)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
+    return value
+
+
+def seconds(text: str) -> float:
+    """argparse type: a finite number of seconds > 0 (checked even when nothing is
+    placed, so that a bad value is never silently dropped)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"expected a finite number of seconds > 0, got {text!r}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1 (``--coarsen 0`` is an error, not 1)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
+    return value
