@@ -20,13 +20,22 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from os import PathLike
 from pathlib import Path
 from typing import Any
 
+from waferflow.api_args import (
+    check_compile_args,
+    check_count,
+    check_images,
+    check_module_args,
+    output,
+    pass_names,
+    plan_text,
+)
 from waferflow.backend_sim import SimResult, estimate, simulate
 from waferflow.errors import ConfigError, FormatError, PlanError, WaferflowError
 from waferflow.fileio import (
-    file_path,
     loads_json,
     short,
     want,
@@ -36,6 +45,7 @@ from waferflow.fileio import (
 )
 from waferflow.filekind import PLAN, Family, not_expected, read_expected, refine, sniff_doc
 from waferflow.frontend.catalog import canonical_model, param_count
+from waferflow.frontend.options import check_loss_fn, check_name
 from waferflow.ir.graph import Graph
 from waferflow.ir.parser import parse_graph
 from waferflow.ir.plan import Plan, plan_from_doc, plan_json_parts, verify_plan
@@ -129,6 +139,14 @@ class Report:
         """Write a Chrome / Perfetto trace (open it in ui.perfetto.dev): tracks named by
         stage, rank and coordinate; actors, waits, message flows, memory and link-load
         counters (``backend_sim.trace``; ``options``: a ``TraceOptions``)."""
+        from waferflow.backend_sim.trace import TraceOptions
+
+        if options is not None and not isinstance(options, TraceOptions):
+            raise WaferflowError(
+                f"to_chrome_trace: options={short(options)}: give a "
+                "waferflow.backend_sim.trace.TraceOptions, or None"
+            )
+        output(path, "to_chrome_trace")
         with gc_paused():  # 10^6 events as small objects: no cycles to collect
             return self.result.to_chrome_trace(
                 path, link_tracks=link_tracks, options=options, ranks=self.ranks
@@ -137,11 +155,15 @@ class Report:
     def plot_links(self, path: str | Path, top_k: int = 5) -> Path:
         from waferflow.viz import link_view, plot_links
 
+        check_count(top_k, "plot_links: top_k", 0)
+        output(path, "plot_links")
         return plot_links(link_view(self.result, self.wafer), path, top_k=top_k)
 
     def plot_timeline(self, path: str | Path, max_tracks: int = 64) -> Path:
         from waferflow.viz import plot_timeline, timeline_view
 
+        check_count(max_tracks, "plot_timeline: max_tracks", 1)
+        output(path, "plot_timeline")
         with gc_paused():  # a span per actor and message
             view = timeline_view(self.plan, self.result, self.ranks)
             return plot_timeline(view, path, max_tracks=max_tracks)
@@ -149,11 +171,13 @@ class Report:
     def plot_memory(self, path: str | Path) -> Path:
         from waferflow.viz import memory_view, plot_memory
 
+        output(path, "plot_memory")
         return plot_memory(memory_view(self.result, self.wafer), path)
 
     def plot_placement(self, path: str | Path) -> Path:
         from waferflow.viz import placement_view, plot_placement
 
+        output(path, "plot_placement")
         view = placement_view(self.plan, self.wafer, ranks=self.ranks)
         return plot_placement(view, path)
 
@@ -176,17 +200,17 @@ class Report:
         they are drawn into a folder beside the page (``<name>_files``)."""
         from waferflow.viz import write_report_html
 
-        out = file_path(path)  # before the pictures are drawn
-        if images is None:
+        out = output(path, "to_html")  # before the pictures are drawn
+        pictures = None if images is None else check_images(images)
+        if pictures is None:
             folder = out.with_name(out.stem + "_files")
-            images = {
+            pictures = {
                 "placement": self.plot_placement(folder / "placement.png"),
                 "links": self.plot_links(folder / "links.png"),
                 "timeline": self.plot_timeline(folder / "timeline.png"),
                 "memory": self.plot_memory(folder / "memory.png"),
             }
         title = f"{self.plan.name} on {self.wafer.name}"
-        pictures = {k: Path(v) for k, v in images.items()}
         return write_report_html(out, pictures, self.summary(), title=title, tables=self.tables())
 
 
@@ -252,6 +276,7 @@ class CompiledPlan:
         """Write the plan and its wafer as one JSON file (``load_plan`` reads it back).
         The plan's own JSON text (``plan_to_json``: one actor or message per line) is
         written as it is produced, under ``"plan"``; the same plan gives the same bytes."""
+        output(path, "save")
         head = {
             "format": BUNDLE_FORMAT,
             "version": BUNDLE_VERSION,
@@ -276,6 +301,7 @@ class CompiledPlan:
         """The placement map: each core's stage (or layer), and its rank when known."""
         from waferflow.viz import placement_view, plot_placement
 
+        output(path, "plot_placement")
         return plot_placement(placement_view(self.plan, self.wafer, ranks=self.ranks), path)
 
     def __repr__(self) -> str:
@@ -294,6 +320,10 @@ def load_plan(path: str | Path, wafer: str | Path | Wafer | None = None) -> Comp
     """Read a plan written by ``CompiledPlan.save`` (or a bare plan JSON, given a wafer).
     A file that is not a plan (IR text, a trace, a folder, a picture, ...) is one
     ``WaferflowError`` saying what it looks like (``waferflow.filekind``)."""
+    if not isinstance(path, str | PathLike):
+        raise WaferflowError(
+            f"load_plan: path={short(path)} is not a file name: give a str or Path"
+        )
     text = read_expected(path, "plan file", "write one with `waferflow compile -o`", PLAN)
     return loads_plan(text, str(path), Path(path).parent, wafer)
 
@@ -468,6 +498,11 @@ def compile(
     the searched plan only if it is at least as fast (``CompiledPlan.search.uniform``).
     """
     timings: list[StepTiming] = []
+    plan = plan_text(plan)  # a ParallelPlan is spelt as its string
+    check_compile_args(passes=passes, progress=progress, seed=seed, place_time=place_time)
+    print_ir_after = pass_names(print_ir_after)
+    check_module_args(model, given_inputs=example_inputs is not None, batch=batch, seq=seq,
+                      dtype=dtype)  # fmt: skip
     # a wafer cut into islands is refused here, before anything is traced or placed
     w, fault_notes = connected_view(resolve_wafer(wafer, coarsen))
     pipeline = parse_pipeline(passes or DEFAULT_PIPELINE)  # bad pipelines fail before tracing
@@ -475,6 +510,8 @@ def compile(
     check_pass_names(print_ir_after, pipeline, "print_ir_after")
     check_inputs(model, w, plan=plan, mode=mode, optimizer=optimizer, dtype=dtype,
                  moe_skew=moe_skew)  # fmt: skip
+    check_name(name)
+    check_loss_fn(loss_fn)
     with _timed(timings, "trace", progress):
         if isinstance(model, str | Path) and example_inputs is None and loss_fn is None:
             from waferflow.frontend import trace_model  # torch only when not cached
@@ -506,13 +543,14 @@ def compile(
                           loss_fn=loss_fn, name=name, moe_skew=moe_skew)  # fmt: skip
     buf = io.StringIO()
     with _timed(timings, "passes", progress):
-        pm = PassManager(pipeline, print_ir_after_all=keep_ir, out=buf)
+        # the dumps are made for print_ir_after too: with keep_ir=False it printed nothing
+        pm = PassManager(pipeline, print_ir_after_all=keep_ir or bool(print_ir_after), out=buf)
         graph = pm.run(graph, PassContext(wafer=w))
-    snapshots = _split_dumps(buf.getvalue()) if keep_ir else ()
-    if print_ir_after:
-        for pass_name, text in snapshots:
-            if pass_name in print_ir_after:
-                print(f"// -----// IR Dump After {pass_name} //----- //\n{text}", end="")
+    dumps = _split_dumps(buf.getvalue()) if keep_ir or print_ir_after else ()
+    for pass_name, text in dumps:
+        if pass_name in print_ir_after:
+            print(f"// -----// IR Dump After {pass_name} //----- //\n{text}", end="")
+    snapshots = dumps if keep_ir else ()
     parallel = None
     placement = None
     search = None

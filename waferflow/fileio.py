@@ -359,12 +359,28 @@ def _temp_in(folder: Path, name: str, suffix: str) -> Path:
 
 
 def file_path(path: str | Path) -> Path:
-    """``path`` as a ``Path``; a ``WaferflowError`` when it names a folder (an output
-    file is asked for)."""
+    """``path`` as a ``Path``; a ``WaferflowError`` when it is no path (``None``, a
+    number), names a folder (an output file is asked for), or a device or pipe."""
+    if not isinstance(path, str | os.PathLike):
+        raise WaferflowError(f"{short(path)} is not a file name: give a str or pathlib.Path")
     out = Path(path)
     if out.name in ("", "..") or out.is_dir():
         raise WaferflowError(f"{short(str(path))} is a directory, not a file: give a file name")
+    if (why := _not_regular(out)) is not None:
+        raise WaferflowError(f"{short(str(path))} {why}")
     return out
+
+
+def _not_regular(out: Path) -> str | None:
+    """Why an existing ``out`` that is neither a folder nor a regular file (a device
+    such as /dev/null, a pipe, a socket) cannot be an output: the atomic rename would
+    replace it with a file (as root, /dev/null itself)."""
+    if not out.exists() or out.is_dir() or out.is_file():
+        return None
+    return (
+        "is a device or pipe, not a regular file: outputs are written to a temporary file "
+        "renamed into place, which would replace it; give a file name"
+    )
 
 
 @contextlib.contextmanager
@@ -594,6 +610,8 @@ def check_output(
             f"{option} {short(str(path))}: the name must end in {' or '.join(suffixes)} "
             f"(the format is chosen by it), got {got}"
         )
+    if (why := _not_regular(out)) is not None:
+        raise WaferflowError(f"{option} {short(str(path))}: {why}")
     if out.exists() and out.is_dir() != folder:
         kind = "a directory" if out.is_dir() else "a file"
         want_kind = "directory" if folder else "file"

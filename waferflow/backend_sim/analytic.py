@@ -24,7 +24,7 @@ from waferflow.backend_sim.analysis import (
     peak_memory,
     uncontended_transit,
 )
-from waferflow.backend_sim.config import SimConfig, for_wafer
+from waferflow.backend_sim.config import SimConfig, check_call, for_wafer
 from waferflow.backend_sim.costs import ps_to_seconds
 from waferflow.backend_sim.engine import CAUSE_ACTOR, CAUSE_BUFFER, CAUSE_MESSAGE, CAUSE_NONE
 from waferflow.backend_sim.network import prepare
@@ -71,6 +71,7 @@ class Estimate:
 
 
 def estimate(plan: Plan, wafer: Wafer, config: SimConfig | None = None) -> Estimate:
+    check_call(plan, wafer, config)
     with gc_paused():
         s = _schedule(plan, wafer, for_wafer(config, wafer))
         p, start, end, cause_kind, cause_id, inject, data_start, arrive = s
@@ -89,6 +90,7 @@ def estimate(plan: Plan, wafer: Wafer, config: SimConfig | None = None) -> Estim
 
 def estimate_step(plan: Plan, wafer: Wafer, config: SimConfig | None = None) -> float:
     """``estimate(...).step_time`` alone (no memory, no critical path): for searches."""
+    check_call(plan, wafer, config)
     with gc_paused():
         end = _schedule(plan, wafer, for_wafer(config, wafer))[2]
     return ps_to_seconds(max(end, default=0))

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 from waferflow.backend_sim.costs import ComputeModel, compute_ps, view_packet_bytes
 from waferflow.errors import ConfigError
+from waferflow.fileio import short
+from waferflow.ir.plan import Plan
 from waferflow.ir.target.wafer import Wafer
 
 ENGINES = ("auto", "compiled", "python")  # SimConfig.engine: the event loop to run
@@ -42,6 +45,25 @@ class SimConfig:
             raise ConfigError(
                 f"SimConfig.route_order must be 'xy' or 'yx', got {self.route_order!r}"
             )
+
+
+def check_call(plan: Any, wafer: Any, config: Any) -> None:
+    """The arguments of ``simulate`` / ``estimate``: a ``Plan``, a ``Wafer`` (a preset's
+    name or a ``CompiledPlan`` failed deep inside with an AttributeError) and a
+    ``SimConfig`` or ``None``."""
+    if not isinstance(plan, Plan):
+        hint = " (use its .plan, or CompiledPlan.simulate())" if hasattr(plan, "plan") else ""
+        raise ConfigError(
+            f"simulate: plan must be a waferflow Plan, got {type(plan).__name__}{hint}"
+        )
+    if not isinstance(wafer, Wafer):
+        raise ConfigError(
+            f"simulate: wafer must be a Wafer, got {short(wafer)}: make one with "
+            "waferflow.get_wafer(NAME or PATH.toml), or use the plan's own "
+            "(CompiledPlan.wafer)"
+        )
+    if config is not None and not isinstance(config, SimConfig):
+        raise ConfigError(f"simulate: config must be a SimConfig or None, got {short(config)}")
 
 
 def for_wafer(config: SimConfig | None, wafer: Wafer) -> SimConfig:

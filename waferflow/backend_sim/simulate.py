@@ -14,7 +14,7 @@ from waferflow.backend_sim.analysis import (
     critical_path,
     peak_memory,
 )
-from waferflow.backend_sim.config import SimConfig, for_wafer
+from waferflow.backend_sim.config import SimConfig, check_call, for_wafer
 from waferflow.backend_sim.costs import compute_ps, ideal_compute_ps, ps_to_seconds, transit_ps
 from waferflow.backend_sim.engine import RawRun, run
 from waferflow.backend_sim.network import Prepared, prepare
@@ -61,6 +61,7 @@ class Run:
 def run_plan(plan: Plan, wafer: Wafer, config: SimConfig | None = None) -> Run:
     """Prepare and run one step of ``plan`` on ``wafer``, leaving the assembly of its
     ``SimResult`` to ``Run.result`` (``simulate`` does both)."""
+    check_call(plan, wafer, config)
     cfg = for_wafer(config, wafer)
     with gc_paused():
         p = prepare(plan, wafer, cfg)

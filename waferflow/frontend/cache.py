@@ -15,7 +15,7 @@ from __future__ import annotations
 from waferflow.frontend import disk_cache
 from waferflow.frontend.catalog import canonical_model
 from waferflow.frontend.disk_cache import TraceKey
-from waferflow.frontend.options import check_trace_options
+from waferflow.frontend.options import check_dtype, check_name, check_size, check_trace_options
 from waferflow.ir.graph import Graph
 
 _TRACED: dict[TraceKey, Graph] = {}
@@ -37,6 +37,12 @@ def trace_model(
     spec = canonical_model(spec)  # HF:GPT2 is hf:gpt2; a typo fails here, without torch
     # an option the trace would ignore is refused before any cache entry answers for it
     check_trace_options(spec, mode=mode, optimizer=optimizer, moe_skew=moe_skew)
+    # and before the key is made: batch=8.0 (equal to 8) was answered from the cache,
+    # and a torch dtype failed to serialise for the disk cache
+    check_size("batch", batch)
+    check_size("seq", seq)
+    check_dtype(dtype)
+    check_name(name)
     key = TraceKey(spec, mode, optimizer, batch, seq, dtype, name, moe_skew)
     zoo = spec.partition(":")[0] in ("hf", "cnn")
     cached = _TRACED.get(key) if zoo else None

@@ -13,11 +13,63 @@ import math
 from typing import Any
 
 from waferflow.errors import ConfigError, TraceError
+from waferflow.fileio import short
 from waferflow.frontend.catalog import canonical_model, expert_count, experts_per_token
 
 DEFAULT_OPTIMIZER = "sgd"
 UNIFORM_SKEW = 1.0
 MOE_EXAMPLE = "hf:mixtral-tiny"  # a zoo model with experts, for the messages
+DTYPE_NAMES = ("f32", "bf16", "f16")  # what ``dtype`` casts a zoo model or model file to
+
+# a batch (or sequence) beyond this is refused before torch sees it: far above any
+# training run (hundreds of times the largest batches published), far below the sizes
+# at which tensor shapes or op costs overflow 64-bit integers
+MAX_SIZE = 2**24
+
+
+def check_size(what: str, value: Any) -> None:
+    """``batch`` / ``seq``: ``None`` or an integer from 1 to ``MAX_SIZE``."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ConfigError(f"{what} must be a positive integer, got {value!r}")
+    if value is not None and value > MAX_SIZE:
+        raise ConfigError(
+            f"{what}={short(value)} is too large: waferflow models a {what} of at most "
+            f"{MAX_SIZE:,}; give a smaller one"
+        )
+
+
+def check_dtype(dtype: Any) -> None:
+    """``None`` (as the model is) or one of ``DTYPE_NAMES`` (a string, not a torch dtype)."""
+    if dtype is not None and (not isinstance(dtype, str) or dtype not in DTYPE_NAMES):
+        raise ConfigError(f"dtype {short(dtype)}: use one of {', '.join(DTYPE_NAMES)}")
+
+
+def check_name(name: Any) -> None:
+    """A graph name is a string (an int one was kept, and the saved plan then failed
+    to load: ``$.plan.name: expected a string``)."""
+    if name is not None and not isinstance(name, str):
+        raise ConfigError(f"name={short(name)}: give the graph's name as a string, or None")
+
+
+def check_not_class(model: Any) -> None:
+    """A model class given where an instance goes (``nn.Linear``, not ``nn.Linear(4, 4)``):
+    compile failed on ``Module.parameters() missing 'self'``."""
+    if isinstance(model, type):
+        raise TraceError(
+            f"model is the class {model.__name__}, not a module: pass an instance "
+            f"({model.__name__}(...))"
+        )
+
+
+def check_loss_fn(loss_fn: Any) -> None:
+    """``loss_fn``: ``None`` or a callable (a string or number failed inside the trace,
+    with advice about torch.export). It is accepted in inference, where no loss is
+    traced: a zoo bundle's loss is passed whatever the mode (``trace_model``)."""
+    if loss_fn is not None and not callable(loss_fn):
+        raise TraceError(
+            f"loss_fn={short(loss_fn)} is not callable: give a function "
+            "loss_fn(output, *inputs) returning a scalar tensor, or None (the mean of the output)"
+        )
 
 
 def check_optimizer(mode: str, optimizer: str) -> None:
@@ -68,4 +120,15 @@ def check_trace_options(spec: str, *, mode: str, optimizer: str, moe_skew: Any) 
     check_moe_skew(moe_skew, canonical_model(spec), expert_count(spec), experts_per_token(spec))
 
 
-__all__ = ["check_moe_skew", "check_optimizer", "check_trace_options"]
+__all__ = [
+    "DTYPE_NAMES",
+    "MAX_SIZE",
+    "check_dtype",
+    "check_loss_fn",
+    "check_moe_skew",
+    "check_name",
+    "check_not_class",
+    "check_optimizer",
+    "check_size",
+    "check_trace_options",
+]

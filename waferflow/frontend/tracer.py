@@ -56,7 +56,13 @@ from waferflow.frontend.optim import (
     sgd_update,
     state_name,
 )
-from waferflow.frontend.options import check_moe_skew, check_optimizer
+from waferflow.frontend.options import (
+    check_loss_fn,
+    check_moe_skew,
+    check_name,
+    check_not_class,
+    check_optimizer,
+)
 from waferflow.frontend.scopes import ModuleScopes, module_scope, phase
 from waferflow.ir.graph import Graph
 from waferflow.ir.opkind import OpKind
@@ -246,6 +252,9 @@ def trace(
     check_moe_skew(moe_skew, "", None)  # a number >= 1; the experts are counted below
     opt = _choice(Optimizer, optimizer, "optimizer")
     check_optimizer(mode_.value, opt.value)  # an optimizer would be ignored in inference
+    check_loss_fn(loss_fn)
+    check_name(name)
+    check_not_class(model)
     if not isinstance(model, nn.Module):
         raise TraceError(f"trace() needs a torch.nn.Module, got {type(model).__name__}")
     train = mode_ is Mode.TRAIN

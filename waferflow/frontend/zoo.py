@@ -34,9 +34,9 @@ import torch
 from torch import nn
 
 from waferflow.errors import ConfigError, TraceError, WaferflowError
-from waferflow.fileio import short
 from waferflow.frontend import zoo_cnn, zoo_hf
 from waferflow.frontend.catalog import CNNS, SPECS, canonical_model
+from waferflow.frontend.options import check_dtype, check_size
 from waferflow.frontend.tracer import default_loss
 
 LossFn = Callable[..., torch.Tensor]
@@ -62,22 +62,6 @@ _CNN_FACTORIES: dict[str, Callable[[], nn.Module]] = {
 }
 
 
-# a batch (or sequence) beyond this is refused before torch sees it: far above any
-# training run (hundreds of times the largest batches published), far below the sizes
-# at which tensor shapes or op costs overflow 64-bit integers
-MAX_SIZE = 2**24
-
-
-def _check_size(what: str, value: int | None) -> None:
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-        raise ConfigError(f"{what} must be a positive integer, got {value!r}")
-    if value is not None and value > MAX_SIZE:
-        raise ConfigError(
-            f"{what}={short(value)} is too large: waferflow models a {what} of at most "
-            f"{MAX_SIZE:,}; give a smaller one"
-        )
-
-
 DTYPES: dict[str, torch.dtype] = {"f32": torch.float32, "bf16": torch.bfloat16,
                                   "f16": torch.float16}  # fmt: skip
 
@@ -87,10 +71,9 @@ def load_model(
 ) -> ModelBundle:
     """Build the model ``spec`` names (see the module docstring) on the meta device;
     ``dtype`` (``f32``, ``bf16``, ``f16``) casts its parameters and floating inputs."""
-    _check_size("batch", batch)
-    _check_size("seq", seq)
-    if dtype is not None and dtype not in DTYPES:
-        raise ConfigError(f"dtype {dtype!r}: use one of {', '.join(DTYPES)}")
+    check_size("batch", batch)
+    check_size("seq", seq)
+    check_dtype(dtype)  # the names of DTYPES
     spec = canonical_model(spec)  # case-insensitive; a TraceError with a did-you-mean
     prefix, _, rest = spec.partition(":")
     if prefix == "hf" and rest:
