@@ -16,16 +16,20 @@ def check_input(path: str, what: str) -> None:
         raise WaferflowError(f"the {what}'s path is empty: give the path of the {what}")
 
 
-def seed_type(text: str) -> int:
-    """argparse type: an integer >= 0 (the random generators of the data files refuse
-    negative seeds)."""
+def _int_at_least(low: int, text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
+        raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {text!r}") from None
+    if value < low:
+        raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {value}")
     return value
+
+
+def seed_type(text: str) -> int:
+    """argparse type: an integer >= 0 (the random generators of the data files refuse
+    negative seeds)."""
+    return _int_at_least(0, text)
 
 
 def seconds(text: str) -> float:
@@ -42,10 +46,4 @@ def seconds(text: str) -> float:
 
 def positive_int(text: str) -> int:
     """argparse type: an integer >= 1 (``--coarsen 0`` is an error, not 1)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
-    return value
+    return _int_at_least(1, text)
