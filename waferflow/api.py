@@ -51,6 +51,7 @@ from waferflow.ir.parser import parse_graph
 from waferflow.ir.plan import Plan, plan_from_doc, plan_json_parts, verify_plan
 from waferflow.ir.summary import human_bytes
 from waferflow.ir.target import Topology, Wafer, get_wafer, list_presets
+from waferflow.ir.target.catalog import split_view
 from waferflow.ir.target.islands import connected_view
 from waferflow.ir.target.toml_io import parse_wafer_toml, wafer_to_toml
 from waferflow.passes import (
@@ -366,9 +367,6 @@ def loads_plan(
     return CompiledPlan(plan=plan, wafer=w, notes=notes, ranks=ranks)
 
 
-_VIEW = re.compile(r"(.+)@([0-9]+)x")  # NAME@Kx: the K x K coarse view of NAME
-
-
 def _bare_plan_wafer(plan: Plan, source: str, wafer: str | Path | Wafer | None) -> Wafer:
     """The wafer of a bare plan (no wafer TOML inside): ``wafer``, or the preset its
     ``wafer_name`` names; a name that is no preset (a wafer file's) asks for the file."""
@@ -377,8 +375,8 @@ def _bare_plan_wafer(plan: Plan, source: str, wafer: str | Path | Wafer | None) 
     try:
         return get_wafer(plan.wafer_name)
     except ConfigError:
-        made = _VIEW.fullmatch(plan.wafer_name)
-        view = f"@{made[2]}x" if made else ""
+        factor = split_view(plan.wafer_name)[1]
+        view = "" if factor is None else f"@{factor}x"
         raise ConfigError(
             f"{source}: this bare plan names its wafer only, {plan.wafer_name!r}, which is "
             f"not a preset: give the wafer file it was made for, --wafer PATH.toml{view} "
@@ -394,11 +392,9 @@ def _check_view(plan: Plan, w: Wafer, given: str | Path, *, bundle: bool) -> Non
     the view's name, ``w@2x``, names no preset)."""
     if plan.wafer_name == w.name or "@" not in plan.wafer_name + w.name:
         return
-    made = _VIEW.fullmatch(plan.wafer_name)
-    base, factor = (made[1], int(made[2])) if made else (plan.wafer_name, 1)
-    spelled = str(given).strip()
-    own = _VIEW.fullmatch(spelled)
-    spelled = own[1] if own else spelled  # the wafer the user named, without a view
+    base, made = split_view(plan.wafer_name)
+    factor = 1 if made is None else made
+    spelled = split_view(str(given).strip())[0]  # the wafer the user named, without a view
     try:
         named: Wafer | None = get_wafer(spelled)
     except WaferflowError:
@@ -413,7 +409,7 @@ def _check_view(plan: Plan, w: Wafer, given: str | Path, *, bundle: bool) -> Non
         view = f"--wafer PATH@{factor}x, PATH being the wafer file of {short(base)}"
     keep = "; or leave the wafer out: the plan file holds its own" if bundle else ""
     raise PlanError(
-        f"plan {short(plan.name)} was made for wafer{' view' if made else ''} "
+        f"plan {short(plan.name)} was made for wafer{'' if made is None else ' view'} "
         f"{short(plan.wafer_name)}, not {short(w.name)}; run it on that view: {view}{keep}"
     )
 
@@ -648,18 +644,22 @@ def check_inputs(
     a zoo model without experts: ``frontend.options``), ``$WAFERFLOW_PLACE_JOBS``,
     and, for a zoo model, that the whole wafer's SRAM can hold its weights (and, to
     train, its gradients and optimizer state: ``parallel.capacity``)."""
-    from waferflow.frontend.options import check_moe_skew, check_optimizer, check_trace_options
+    from waferflow.frontend.options import (
+        check_dtype,
+        check_moe_skew,
+        check_optimizer,
+        check_trace_options,
+    )
     from waferflow.parallel.capacity import StateBytes, check_capacity, plan_copies
     from waferflow.workers import jobs_from_env
 
     for what, value, allowed in (
         ("mode", mode, ("infer", "train")),
         ("optimizer", optimizer, ("sgd", "adamw")),
-        ("dtype", dtype, (None, "f32", "bf16", "f16")),
     ):
         if value not in allowed:
-            names = ", ".join(str(a) for a in allowed if a is not None)
-            raise ConfigError(f"{what} {short(value)}: use one of {names}")
+            raise ConfigError(f"{what} {short(value)}: use one of {', '.join(allowed)}")
+    check_dtype(dtype)
     if isinstance(model, str | Path):
         check_trace_options(str(model), mode=mode, optimizer=optimizer, moe_skew=moe_skew)
     else:  # a module's experts are counted when it is traced

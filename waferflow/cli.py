@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from waferflow.cli_args import check_input, positive_int, seconds, seed_type
+from waferflow.cli_args import positive_int, seconds, seed_type
 from waferflow.errors import WaferflowError
 
 EXIT_USER_ERROR = 2
@@ -72,7 +72,6 @@ def _read_graph(path: str):  # -> Graph
         text = decode_text(data, "<stdin>") if data is not None else sys.stdin.read()
         source, as_json = "<stdin>", text.lstrip().startswith("{")
     else:
-        check_input(path, "IR file")
         text = read_expected(path, "IR file", "write one with `waferflow trace`", IR)
         source, as_json = path, Path(path).suffix == ".json"
     try:
@@ -239,7 +238,6 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
     _check_link_tracks(args)
     _check_outputs((args.trace, "--trace", ()), (args.html, "--html", _HTML))
-    check_input(args.plan, "plan file")
 
     compiled = load_plan(args.plan, wafer=args.wafer)
     report = compiled.simulate()
@@ -278,7 +276,6 @@ def cmd_viz(args: argparse.Namespace) -> int:
     from waferflow.api import load_plan
 
     _check_outputs((args.output, "-o", _PICTURE))
-    check_input(args.plan, "plan file")
 
     compiled = load_plan(args.plan, wafer=args.wafer)
     if args.kind == "placement":

@@ -1,4 +1,4 @@
-"""The command line's argument types and input checks, shared by ``cli`` and the
+"""The command line's argument types, shared by ``cli`` and the
 commands it adds from ``cli_amcoda`` and ``cli_sweep`` (which would otherwise import
 them back from ``cli``)."""
 
@@ -6,14 +6,6 @@ from __future__ import annotations
 
 import argparse
 import math
-
-from waferflow.errors import WaferflowError
-
-
-def check_input(path: str, what: str) -> None:
-    """Refuse an empty input path, which ``Path`` would read as the current folder."""
-    if path == "":
-        raise WaferflowError(f"the {what}'s path is empty: give the path of the {what}")
 
 
 def _int_at_least(low: int, text: str) -> int:

@@ -45,7 +45,7 @@ def add_sweep_command(sub: Any) -> None:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from waferflow.cli_args import check_input
+    from waferflow.fileio import check_input
     from waferflow.sweep import import_ray, load_sweep, run_sweep
 
     check_input(args.sweep, "sweep file")

@@ -51,6 +51,7 @@ __all__ = [
     "append_line",
     "atomic_dir",
     "atomic_path",
+    "check_input",
     "check_output",
     "decode_text",
     "file_path",
@@ -137,12 +138,17 @@ def _too_big(source: str, what: str) -> NoReturn:
     )
 
 
+def check_input(path: str | Path, what: str) -> None:
+    """Refuse an empty input path, which ``Path`` would read as the current folder."""
+    if str(path) == "":
+        raise WaferflowError(f"the {what}'s path is empty: give the path of the {what}")
+
+
 def read_text(path: str | Path, what: str = "file", hint: str = "") -> str:
     """The text of ``path`` (UTF-8). A missing file, a folder, an empty path or an
     unreadable file is a ``WaferflowError`` naming ``what`` it should have been;
     ``hint`` says how to make one (``"write one with `waferflow trace`"``)."""
-    if str(path) == "":  # Path("") is the current folder: name the real mistake
-        raise WaferflowError(f"the {what}'s path is empty: give the path of the {what}")
+    check_input(path, what)
     try:
         data = read_limited(path, what)
     except FileNotFoundError:

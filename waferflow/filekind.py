@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from waferflow.errors import FormatError, WaferflowError
-from waferflow.fileio import read_text
+from waferflow.fileio import check_input, read_text
 
 HEAD = 4096  # bytes of a file looked at to tell binary from text
 
@@ -95,6 +95,7 @@ def not_expected(source: str, kind: Kind, expected: Expected) -> FormatError:
 def read_expected(path: str | Path, what: str, hint: str, expected: Expected) -> str:
     """``fileio.read_text``, except that a folder or a binary file is named as what
     it looks like; a text file with a stray byte keeps its line and column."""
+    check_input(path, what)  # before Path(""), the current folder, is taken for one
     file = Path(path)
     if file.is_dir():
         raise not_expected(str(path), sniff_folder(file), expected)

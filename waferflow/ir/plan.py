@@ -42,7 +42,7 @@ from waferflow.ir.plan_parts import (
     work_doc,
     work_from,
 )
-from waferflow.ir.target.catalog import list_presets
+from waferflow.ir.target.catalog import list_presets, split_view
 from waferflow.ir.target.wafer import Wafer
 
 PLAN_FORMAT = "waferflow.plan"
@@ -312,14 +312,12 @@ def _verify_acyclic(plan: Plan) -> None:
 def _view_spelling(plan: Plan) -> str:
     """How to name the view a plan was made for: ``--wafer NAME@Kx`` for a preset's,
     else the wafer file's, or in Python the wafer coarsened by K."""
-    base, at, k = plan.wafer_name.rpartition("@")
-    if not at or not (k.endswith("x") and k[:-1].isdigit()):
-        return f"--wafer {plan.wafer_name[:80]}"
-    if base.lower() in list_presets():
+    base, k = split_view(plan.wafer_name)
+    if k is None or base.lower() in list_presets():
         return f"--wafer {plan.wafer_name[:80]}"
     return (
-        f"--wafer PATH@{k}, PATH being the wafer file of {short(base)}; in Python that "
-        f"wafer coarsened, wafer.coarsen({k[:-1]})"
+        f"--wafer PATH@{k}x, PATH being the wafer file of {short(base)}; in Python that "
+        f"wafer coarsened, wafer.coarsen({k})"
     )
 
 

@@ -43,6 +43,7 @@ from waferflow.errors import ConfigError, WaferflowError
 from waferflow.fileio import read_text
 from waferflow.frontend.options import check_optimizer
 from waferflow.ir.target import Wafer, get_wafer
+from waferflow.ir.target.catalog import split_view
 from waferflow.ir.target.toml_io import loads_toml, wafer_from_doc, wafer_to_doc, wafer_to_toml
 
 NONE_PLAN = "none"  # a job without a parallel plan (compile's default lowering)
@@ -233,10 +234,8 @@ def _axis(value: Any, where: str) -> list[Any]:
 
 
 def _split_view(spec: str) -> tuple[str, int]:
-    base, at, factor = spec.rpartition("@")
-    if at and factor.endswith("x") and factor[:-1].isdigit():
-        return base, int(factor[:-1])
-    return spec, 1
+    base, factor = split_view(spec)
+    return base, 1 if factor is None else factor
 
 
 def build_wafer(spec: str, override: tuple[tuple[str, Any], ...], base_dir: Path) -> Wafer:

@@ -16,6 +16,15 @@ def list_presets() -> list[str]:
     return sorted(p.stem for p in PRESET_DIR.glob("*.toml") if p.stem not in _NOT_PRESETS)
 
 
+def split_view(name: str) -> tuple[str, int | None]:
+    """``NAME@Kx`` (the K x K coarse view of NAME) as ``(NAME, K)``; any other name as
+    ``(name, None)``."""
+    base, at, factor = name.rpartition("@")
+    if at and factor.endswith("x") and factor[:-1].isdigit():
+        return base, int(factor[:-1])
+    return name, None
+
+
 def normalize_name(name: str) -> str:
     return name.strip().lower().replace("_", "-")
 

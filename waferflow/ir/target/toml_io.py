@@ -218,9 +218,9 @@ def get_wafer(name_or_path: str | Path | Wafer) -> Wafer:
         return load_wafer(name_or_path)
     if isinstance(name_or_path, str):
         text = name_or_path.strip()
-        base, at, factor = text.rpartition("@")
-        if at and factor.endswith("x") and factor[:-1].isdigit():  # a view: wse2@16x
-            return get_wafer(base).coarsen(int(factor[:-1]))
+        base, factor = catalog.split_view(text)
+        if factor is not None:  # a view: wse2@16x
+            return get_wafer(base).coarsen(factor)
         if text.endswith(".toml") or "/" in text or os.sep in text:
             return load_wafer(text)
         return _load(catalog.preset_path(text), ())
